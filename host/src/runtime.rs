@@ -1,0 +1,282 @@
+//! The wasmtime side: one [`PolicyRuntime`] owns the engine, the compiled
+//! policy component and its `InstancePre`; every call gets a fresh store
+//! with a fuel budget, an epoch deadline and a memory cap, so a looping,
+//! trapping or memory-hungry module costs one failed call and nothing else.
+//!
+//! Compiled components are cached on disk keyed by the module's SHA-256 and
+//! the engine's compatibility hash, so a restart does not recompile.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder, Trap};
+
+use crate::bindings::{PodPolicy, PodPolicyPre, PolicyInfo};
+
+/// The policy component built from `policy-wasm/` at build time.
+pub static EMBEDDED_POLICY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/policy.component.wasm"));
+
+/// The WIT package version this host speaks.
+pub const WIT_VERSION: &str = "0.1.0";
+
+/// How often the epoch ticker advances the engine's epoch.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Per-call sandbox limits.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Fuel per call (deterministic instruction budget).
+    pub fuel: u64,
+    /// Wall-clock backstop per call.
+    pub deadline: Duration,
+    /// Linear memory cap per instance, in bytes.
+    pub memory_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { fuel: 2_000_000_000, deadline: Duration::from_secs(2), memory_bytes: 64 << 20 }
+    }
+}
+
+/// Where compiled artifacts are cached.
+#[derive(Clone, Debug)]
+pub enum Cache {
+    /// No cache: compile every time.
+    Off,
+    /// Cache in this directory.
+    Dir(PathBuf),
+}
+
+impl Cache {
+    /// `$PODPOLICY_CACHE_DIR`, else `$XDG_CACHE_HOME/podpolicy`, else `~/.cache/podpolicy`.
+    pub fn default_location() -> Cache {
+        if let Some(dir) = std::env::var_os("PODPOLICY_CACHE_DIR") {
+            return Cache::Dir(dir.into());
+        }
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
+        base.map_or(Cache::Off, |b| Cache::Dir(b.join("podpolicy")))
+    }
+}
+
+/// State each store carries: its memory limiter.
+pub struct CallState {
+    limits: StoreLimits,
+}
+
+/// A compiled policy ready to serve calls.
+pub struct PolicyRuntime {
+    engine: Engine,
+    pre: PodPolicyPre<CallState>,
+    limits: Limits,
+    digest: String,
+    info: PolicyInfo,
+    compiled_from_cache: bool,
+}
+
+fn engine_config(limits: &Limits) -> Config {
+    let mut config = Config::new();
+    config.wasm_component_model(true);
+    config.consume_fuel(true);
+    config.epoch_interruption(true);
+    let mut pooling = PoolingAllocationConfig::default();
+    pooling
+        .total_component_instances(64)
+        .total_core_instances(64)
+        .total_memories(64)
+        .total_tables(64)
+        .max_memory_size(limits.memory_bytes);
+    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+    config
+}
+
+/// One engine per process and limits; the ticker thread lives as long as it.
+fn shared_engine(limits: &Limits) -> Result<Engine> {
+    static ENGINES: OnceLock<std::sync::Mutex<Vec<(usize, Engine)>>> = OnceLock::new();
+    let engines = ENGINES.get_or_init(Default::default);
+    let mut engines = engines.lock().map_err(|_| anyhow!("engine registry poisoned"))?;
+    if let Some((_, engine)) = engines.iter().find(|(mem, _)| *mem == limits.memory_bytes) {
+        return Ok(engine.clone());
+    }
+    let engine = Engine::new(&engine_config(limits)).map_err(|e| anyhow!("creating the wasmtime engine: {e:#}"))?;
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("podpolicy-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        })
+        .context("starting the epoch ticker thread")?;
+    engines.push((limits.memory_bytes, engine.clone()));
+    Ok(engine)
+}
+
+/// Hex SHA-256 of a module.
+pub fn digest(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn compat_key(engine: &Engine) -> String {
+    let mut hasher = DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
+}
+
+fn load_or_compile(engine: &Engine, wasm: &[u8], digest: &str, cache: &Cache) -> Result<(Component, bool)> {
+    let cached = match cache {
+        Cache::Off => None,
+        Cache::Dir(dir) => Some(dir.join(format!("{digest}-{}.cwasm", compat_key(engine)))),
+    };
+    if let Some(path) = cached.as_ref().filter(|p| p.exists()) {
+        // SAFETY: the file is named after the SHA-256 of the module we were
+        // asked to run and the engine's compatibility hash, and only this
+        // function writes it (temp file + rename, so never half-written).
+        // wasmtime also checks the artifact header against the engine.
+        match unsafe { Component::deserialize_file(engine, path) } {
+            Ok(component) => return Ok((component, true)),
+            Err(_) => {
+                // A stale or damaged artifact: recompile and replace it.
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+    let component = Component::new(engine, wasm).map_err(|e| anyhow!("compiling the policy component: {e:#}"))?;
+    if let Some(path) = cached {
+        if let Err(e) = store_artifact(&component, &path) {
+            tracing::warn!(path = %path.display(), error = %e, "could not cache the compiled policy");
+        }
+    }
+    Ok((component, false))
+}
+
+fn store_artifact(component: &Component, path: &Path) -> Result<()> {
+    let dir = path.parent().context("cache path has no parent")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let bytes = component.serialize().map_err(|e| anyhow!("serializing the compiled policy: {e:#}"))?;
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming {} into place", tmp.display()))?;
+    Ok(())
+}
+
+impl PolicyRuntime {
+    /// Load the embedded default policy.
+    pub fn embedded(cache: &Cache, limits: Limits) -> Result<PolicyRuntime> {
+        PolicyRuntime::from_bytes(EMBEDDED_POLICY, cache, limits)
+    }
+
+    /// Load a policy component from a file.
+    pub fn from_file(path: &Path, cache: &Cache, limits: Limits) -> Result<PolicyRuntime> {
+        let bytes = std::fs::read(path).with_context(|| format!("reading policy {}", path.display()))?;
+        PolicyRuntime::from_bytes(&bytes, cache, limits).with_context(|| format!("loading policy {}", path.display()))
+    }
+
+    /// Compile (or load from cache), check imports and versions, and prepare instantiation.
+    pub fn from_bytes(wasm: &[u8], cache: &Cache, limits: Limits) -> Result<PolicyRuntime> {
+        let engine = shared_engine(&limits)?;
+        let digest = digest(wasm);
+        let (component, compiled_from_cache) = load_or_compile(&engine, wasm, &digest, cache)?;
+        let imports: Vec<String> = component
+            .component_type()
+            .imports(&engine)
+            .map(|(name, _)| name.to_string())
+            .collect();
+        if !imports.is_empty() {
+            bail!("the policy component imports {}; a policy must import nothing", imports.join(", "));
+        }
+        let linker: Linker<CallState> = Linker::new(&engine);
+        let instance_pre = linker
+            .instantiate_pre(&component)
+            .map_err(|e| anyhow!("preparing the policy component: {e:#}"))?;
+        let pre = PodPolicyPre::new(instance_pre)
+            .map_err(|e| anyhow!("the component does not implement the pod-policy world: {e:#}"))?;
+        let mut runtime = PolicyRuntime {
+            engine,
+            pre,
+            limits,
+            digest,
+            info: PolicyInfo {
+                policy_version: String::new(),
+                wit_version: String::new(),
+                kubernetes_version: String::new(),
+                feature_gates: Vec::new(),
+            },
+            compiled_from_cache,
+        };
+        let info = runtime.call(|policy, store| policy.call_policy_info(store))?;
+        if info.wit_version != WIT_VERSION {
+            bail!(
+                "the policy implements WIT podpolicy:policy@{}, this host speaks @{WIT_VERSION}",
+                info.wit_version
+            );
+        }
+        runtime.info = info;
+        Ok(runtime)
+    }
+
+    /// What the policy says about itself.
+    pub fn info(&self) -> &PolicyInfo {
+        &self.info
+    }
+
+    /// SHA-256 of the component bytes.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// Whether the compiled code came from the on-disk cache.
+    pub fn compiled_from_cache(&self) -> bool {
+        self.compiled_from_cache
+    }
+
+    /// Run one call in a fresh, limited store.
+    pub fn call<T>(
+        &self,
+        f: impl FnOnce(&PodPolicy, &mut Store<CallState>) -> wasmtime::Result<T>,
+    ) -> Result<T> {
+        let limits = StoreLimitsBuilder::new()
+            .memory_size(self.limits.memory_bytes)
+            .trap_on_grow_failure(true)
+            .build();
+        let mut store = Store::new(&self.engine, CallState { limits });
+        store.limiter(|state| &mut state.limits);
+        store
+            .set_fuel(self.limits.fuel)
+            .map_err(|e| anyhow!("setting the fuel budget: {e:#}"))?;
+        let ticks = (self.limits.deadline.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64;
+        store.set_epoch_deadline(ticks);
+        let policy = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| describe_failure(e, "instantiating the policy"))?;
+        f(&policy, &mut store).map_err(|e| describe_failure(e, "the policy call failed"))
+    }
+}
+
+/// Turn a wasmtime failure into a message that says which limit was hit.
+fn describe_failure(error: wasmtime::Error, context: &str) -> anyhow::Error {
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => anyhow!("{context}: the policy ran out of fuel (its instruction budget)"),
+        Some(Trap::Interrupt) => anyhow!("{context}: the policy exceeded its time budget"),
+        Some(trap) => anyhow!("{context}: the policy trapped: {trap}"),
+        None => {
+            let text = format!("{error:#}");
+            if text.contains("growing memory") {
+                anyhow!("{context}: the policy exceeded its memory cap: {text}")
+            } else {
+                anyhow!("{context}: {text}")
+            }
+        }
+    }
+}

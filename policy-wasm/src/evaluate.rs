@@ -1,0 +1,145 @@
+//! The policy's public functions over WIT records: decode, decide, encode.
+//!
+//! Each function here is one export of the `pod-policy` world; the guest
+//! shim forwards to them unchanged, and native callers (tests, fuzzing,
+//! benches) call them directly, so both paths run the same code.
+
+use crate::cgroup;
+use crate::model::{Pod, ResourceMap, decode_list, field_error, to_amounts};
+use crate::node::NodeConfig;
+use crate::oom;
+use crate::qos;
+use crate::resources::{self, Options};
+use crate::wit::{self, ErrorReason, FieldError};
+
+type Result<T> = std::result::Result<T, Vec<FieldError>>;
+
+/// Decode the pod and the node together so that both report their errors.
+fn decode(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<(Pod, NodeConfig)> {
+    match (Pod::decode(pod), NodeConfig::decode(node)) {
+        (Ok(pod), Ok(node)) => Ok((pod, node)),
+        (pod, node) => Err(pod.err().into_iter().chain(node.err()).flatten().collect()),
+    }
+}
+
+/// Export `validate-node`.
+pub fn validate_node(node: &wit::NodeSettings) -> Vec<FieldError> {
+    NodeConfig::decode(node).err().unwrap_or_default()
+}
+
+/// Export `default-pod`.
+pub fn default_pod(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<wit::DefaultedPod> {
+    let node = NodeConfig::decode(node)?;
+    crate::defaults::default_pod(pod, &node.gates)
+}
+
+/// Export `validate-pod`.
+pub fn validate_pod(pod: &wit::Pod, node: &wit::NodeSettings) -> Vec<FieldError> {
+    match NodeConfig::decode(node) {
+        Ok(node) => crate::validation::validate_pod(pod, &node),
+        Err(errors) => errors,
+    }
+}
+
+/// Export `effective-resources`.
+pub fn effective_resources(
+    pod: &wit::Pod,
+    options: &wit::PodResourcesOptions,
+    node: &wit::NodeSettings,
+) -> Result<wit::EffectiveResources> {
+    let (pod, node) = decode(pod, node)?;
+    let mut errors = Vec::new();
+    let non_missing: Option<ResourceMap> = options
+        .non_missing_container_requests
+        .as_ref()
+        .map(|l| decode_list(l, "options.nonMissingContainerRequests", &mut errors));
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let options = Options {
+        exclude_overhead: options.exclude_overhead,
+        use_status_resources: options.use_status_resources,
+        in_place_pod_level_resources_vertical_scaling: options.in_place_pod_level_resources_vertical_scaling_enabled,
+        non_missing_container_requests: non_missing,
+        skip_pod_level_resources: options.skip_pod_level_resources || !node.gates.pod_level_resources,
+        skip_container_level_resources: options.skip_container_level_resources,
+    };
+    Ok(effective(&pod, &options, &node))
+}
+
+fn effective(pod: &Pod, options: &Options, node: &NodeConfig) -> wit::EffectiveResources {
+    wit::EffectiveResources {
+        requests: to_amounts(&resources::pod_requests(pod, options, &node.gates)),
+        limits: to_amounts(&resources::pod_limits(pod, options, &node.gates)),
+        aggregate_container_requests: to_amounts(&resources::aggregate_container_requests(pod, options)),
+        aggregate_container_limits: to_amounts(&resources::aggregate_container_limits(pod, options)),
+        pod_level_resources_set: resources::pod_level_resources_set(pod),
+        pod_level_requests_set: resources::pod_level_requests_set(pod),
+        pod_level_limits_set: resources::pod_level_limits_set(pod),
+    }
+}
+
+/// Export `qos-class`.
+pub fn qos_class(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<wit::QosClass> {
+    let (pod, node) = decode(pod, node)?;
+    Ok(qos::pod_qos(&pod, &node.gates))
+}
+
+/// Export `pod-resource-config`.
+pub fn pod_resource_config(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<wit::ResourceConfig> {
+    let (pod, node) = decode(pod, node)?;
+    let class = qos::pod_qos(&pod, &node.gates);
+    Ok(cgroup::pod_resource_config(&pod, &node, class))
+}
+
+fn memory_capacity(node: &NodeConfig) -> Result<u64> {
+    match node.memory_capacity() {
+        Some(capacity) if capacity > 0 => Ok(capacity),
+        _ => Err(vec![field_error(
+            "capacity[memory]",
+            ErrorReason::Required,
+            "the node's memory capacity is needed to compute oom_score_adj",
+        )]),
+    }
+}
+
+/// Export `oom-score-adjust`.
+pub fn oom_score_adjust(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<Vec<(String, i32)>> {
+    let (pod, node) = decode(pod, node)?;
+    let capacity = memory_capacity(&node)?;
+    Ok(pod
+        .init_and_regular()
+        .map(|c| (c.name.clone(), oom::container_oom_score_adj(&pod, c, capacity, &node.gates)))
+        .collect())
+}
+
+/// Export `evaluate`.
+pub fn evaluate(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<wit::PodEvaluation> {
+    let (pod, node) = decode(pod, node)?;
+    let capacity = memory_capacity(&node)?;
+    let gates = &node.gates;
+    let class = qos::pod_qos(&pod, gates);
+    let pod_resources = cgroup::pod_resource_config(&pod, &node, class);
+    let pod_cgroup_files = cgroup::pod_cgroup_files(&pod_resources, &node);
+    let containers = pod
+        .init_and_regular()
+        .map(|c| {
+            let resources = cgroup::container_resource_config(&pod, c, &node);
+            wit::ContainerEvaluation {
+                name: c.name.clone(),
+                kind: c.kind.to_wit(),
+                oom_score_adj: oom::container_oom_score_adj(&pod, c, capacity, gates),
+                cgroup_files: cgroup::container_cgroup_files(&resources, &node),
+                resources,
+            }
+        })
+        .collect();
+    Ok(wit::PodEvaluation {
+        qos_class: class,
+        effective: effective(&pod, &resources::kubelet_options(gates), &node),
+        pod_resources,
+        pod_cgroup_files,
+        containers,
+        warnings: Vec::new(),
+    })
+}

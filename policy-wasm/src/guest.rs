@@ -1,0 +1,43 @@
+//! The component shim: each export forwards to [`crate::evaluate`].
+//! No policy decision belongs in this file.
+
+use crate::evaluate;
+use crate::wit::*;
+
+struct PodPolicy;
+
+impl Guest for PodPolicy {
+    fn policy_info() -> PolicyInfo {
+        crate::policy_info()
+    }
+    fn validate_node(node: NodeSettings) -> Vec<FieldError> {
+        evaluate::validate_node(&node)
+    }
+    fn default_pod(pod: Pod, node: NodeSettings) -> Result<DefaultedPod, Vec<FieldError>> {
+        evaluate::default_pod(&pod, &node)
+    }
+    fn validate_pod(pod: Pod, node: NodeSettings) -> Vec<FieldError> {
+        evaluate::validate_pod(&pod, &node)
+    }
+    fn effective_resources(
+        pod: Pod,
+        options: PodResourcesOptions,
+        node: NodeSettings,
+    ) -> Result<EffectiveResources, Vec<FieldError>> {
+        evaluate::effective_resources(&pod, &options, &node)
+    }
+    fn qos_class(pod: Pod, node: NodeSettings) -> Result<QosClass, Vec<FieldError>> {
+        evaluate::qos_class(&pod, &node)
+    }
+    fn pod_resource_config(pod: Pod, node: NodeSettings) -> Result<ResourceConfig, Vec<FieldError>> {
+        evaluate::pod_resource_config(&pod, &node)
+    }
+    fn oom_score_adjust(pod: Pod, node: NodeSettings) -> Result<Vec<(String, i32)>, Vec<FieldError>> {
+        evaluate::oom_score_adjust(&pod, &node)
+    }
+    fn evaluate(pod: Pod, node: NodeSettings) -> Result<PodEvaluation, Vec<FieldError>> {
+        evaluate::evaluate(&pod, &node)
+    }
+}
+
+crate::wit::export!(PodPolicy with_types_in crate::wit);

@@ -1,0 +1,204 @@
+//! Node settings: kubelet defaults, derived values and validation.
+//!
+//! The host reports what it found (capacity, kubelet configuration, gates);
+//! every default and every derived value (allocatable, the effective CFS
+//! period) is decided here, so two hosts never disagree on policy.
+
+use crate::features::FeatureGates;
+use crate::model::{ResourceMap, decode_list, field_error};
+use crate::quantity::Quantity;
+use crate::wit::{self, CgroupDriver, CgroupVersion, CpuWeightCurve, ErrorReason, FieldError, MemoryReservationPolicy};
+
+/// The default CFS period, 100 ms in microseconds.
+pub const DEFAULT_CFS_PERIOD_US: u64 = 100_000;
+/// The default `memoryThrottlingFactor`.
+pub const DEFAULT_MEMORY_THROTTLING_FACTOR: f64 = 0.9;
+/// The default page size for memory.high rounding.
+pub const DEFAULT_PAGE_SIZE: u64 = 4096;
+
+/// Node settings with every default applied.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeConfig {
+    /// Node name.
+    pub name: String,
+    /// Resolved feature gates.
+    pub gates: FeatureGates,
+    /// `status.capacity`.
+    pub capacity: ResourceMap,
+    /// `status.allocatable`, given or capacity minus reservations.
+    pub allocatable: ResourceMap,
+    /// cgroup v1 or v2.
+    pub cgroup_version: CgroupVersion,
+    /// cgroupfs or systemd.
+    pub cgroup_driver: CgroupDriver,
+    /// `cgroupsPerQOS`.
+    pub cgroups_per_qos: bool,
+    /// `enforceNodeAllocatable`.
+    pub enforce_node_allocatable: Vec<String>,
+    /// `cpuCFSQuota`.
+    pub cpu_cfs_quota: bool,
+    /// The CFS period in effect, in microseconds.
+    pub cfs_period_us: u64,
+    /// `memoryThrottlingFactor`.
+    pub memory_throttling_factor: f64,
+    /// `memoryReservationPolicy`.
+    pub memory_reservation_policy: MemoryReservationPolicy,
+    /// Page size in bytes.
+    pub page_size: u64,
+    /// Container shares -> weight curve.
+    pub cpu_weight_curve: CpuWeightCurve,
+    /// `singleProcessOOMKill`.
+    pub single_process_oom_kill: bool,
+    /// Hugepage sizes the node offers (bytes), from `hugepages-*` capacity keys.
+    pub hugepage_sizes: Vec<u64>,
+}
+
+impl NodeConfig {
+    /// Memory capacity in bytes, if the node reported it.
+    pub fn memory_capacity(&self) -> Option<u64> {
+        self.capacity.get("memory").map(|q| q.value().max(0) as u64)
+    }
+
+    /// Allocatable memory in bytes (0 when unknown).
+    pub fn allocatable_memory(&self) -> u64 {
+        self.allocatable.get("memory").map_or(0, |q| q.value().max(0) as u64)
+    }
+
+    /// Decode and validate node settings; all problems are reported.
+    pub fn decode(node: &wit::NodeSettings) -> Result<NodeConfig, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let gates = FeatureGates::resolve(&node.feature_gates, &mut errors);
+        let capacity = decode_list(&node.capacity, "capacity", &mut errors);
+        let kube_reserved = decode_list(&node.kube_reserved, "kubeReserved", &mut errors);
+        let system_reserved = decode_list(&node.system_reserved, "systemReserved", &mut errors);
+        let allocatable = match &node.allocatable {
+            Some(list) => decode_list(list, "allocatable", &mut errors),
+            None => {
+                let mut allocatable = capacity.clone();
+                for (name, amount) in allocatable.iter_mut() {
+                    for reserved in [&kube_reserved, &system_reserved] {
+                        if let Some(r) = reserved.get(name) {
+                            *amount = amount.saturating_sub(*r).max(Quantity::ZERO);
+                        }
+                    }
+                }
+                allocatable
+            }
+        };
+
+        let requested_period = node.cpu_cfs_quota_period_us.unwrap_or(DEFAULT_CFS_PERIOD_US);
+        if !(1_000..=1_000_000).contains(&requested_period) {
+            errors.push(error(
+                "cpuCFSQuotaPeriod",
+                ErrorReason::Invalid,
+                "must be between 1ms and 1s (1000 to 1000000 microseconds)",
+                requested_period.to_string(),
+            ));
+        } else if requested_period != DEFAULT_CFS_PERIOD_US && !gates.custom_cpu_cfs_quota_period {
+            errors.push(error(
+                "cpuCFSQuotaPeriod",
+                ErrorReason::Forbidden,
+                "must be 100ms unless the CustomCPUCFSQuotaPeriod feature gate is enabled",
+                requested_period.to_string(),
+            ));
+        }
+
+        let factor = node.memory_throttling_factor.unwrap_or(DEFAULT_MEMORY_THROTTLING_FACTOR);
+        if let Err(message) = validate_memory_throttling_factor(factor) {
+            errors.push(error("memoryThrottlingFactor", ErrorReason::Invalid, message, factor.to_string()));
+        }
+
+        let page_size = node.page_size_bytes.unwrap_or(DEFAULT_PAGE_SIZE);
+        if page_size == 0 || !page_size.is_power_of_two() {
+            errors.push(error("pageSize", ErrorReason::Invalid, "must be a power of two", page_size.to_string()));
+        }
+
+        let mut hugepage_sizes = Vec::new();
+        for name in capacity.keys() {
+            if let Some(size) = name.strip_prefix("hugepages-") {
+                match Quantity::parse(size) {
+                    Ok(q) if q.value() > 0 && !q.is_negative() => hugepage_sizes.push(q.value() as u64),
+                    _ => errors.push(error(
+                        format!("capacity[{}]", crate::model::truncate(name)),
+                        ErrorReason::Invalid,
+                        "hugepages resource names must end in a page size, e.g. hugepages-2Mi",
+                        crate::model::truncate(name),
+                    )),
+                }
+            }
+        }
+        hugepage_sizes.sort_unstable();
+        hugepage_sizes.dedup();
+
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(NodeConfig {
+            name: node.name.clone(),
+            cfs_period_us: if gates.custom_cpu_cfs_quota_period { requested_period } else { DEFAULT_CFS_PERIOD_US },
+            gates,
+            capacity,
+            allocatable,
+            cgroup_version: node.cgroup_version,
+            cgroup_driver: node.cgroup_driver,
+            cgroups_per_qos: node.cgroups_per_qos.unwrap_or(true),
+            enforce_node_allocatable: node
+                .enforce_node_allocatable
+                .clone()
+                .unwrap_or_else(|| vec!["pods".to_string()]),
+            cpu_cfs_quota: node.cpu_cfs_quota.unwrap_or(true),
+            memory_throttling_factor: factor,
+            memory_reservation_policy: node.memory_reservation_policy.unwrap_or(MemoryReservationPolicy::None),
+            page_size,
+            cpu_weight_curve: node.cpu_weight_curve.unwrap_or(CpuWeightCurve::Linear),
+            single_process_oom_kill: node.single_process_oom_kill.unwrap_or(false),
+            hugepage_sizes,
+        })
+    }
+}
+
+/// `memoryThrottlingFactor` must be in (0, 1] (KEP-2570; NaN is invalid).
+pub fn validate_memory_throttling_factor(factor: f64) -> Result<(), &'static str> {
+    if factor > 0.0 && factor <= 1.0 {
+        Ok(())
+    } else {
+        Err("must be greater than 0 and less than or equal to 1.0")
+    }
+}
+
+fn error(field: impl Into<String>, reason: ErrorReason, message: &str, bad: String) -> FieldError {
+    let mut e = field_error(field, reason, message);
+    e.bad_value = Some(bad);
+    e
+}
+
+/// A node with nothing set: every kubelet default, cgroup v2, no capacity.
+pub fn default_settings() -> wit::NodeSettings {
+    wit::NodeSettings {
+        name: String::new(),
+        capacity: Vec::new(),
+        allocatable: None,
+        kube_reserved: Vec::new(),
+        system_reserved: Vec::new(),
+        cgroup_version: CgroupVersion::V2,
+        cgroup_driver: CgroupDriver::Cgroupfs,
+        cgroups_per_qos: None,
+        enforce_node_allocatable: None,
+        cpu_cfs_quota: None,
+        cpu_cfs_quota_period_us: None,
+        memory_throttling_factor: None,
+        memory_reservation_policy: None,
+        page_size_bytes: None,
+        cpu_weight_curve: None,
+        single_process_oom_kill: None,
+        cpu_manager_policy: None,
+        cpu_manager_policy_options: Vec::new(),
+        reserved_system_cpus: None,
+        memory_manager_policy: None,
+        reserved_memory: Vec::new(),
+        topology_manager_policy: None,
+        topology_manager_scope: None,
+        topology_manager_policy_options: Vec::new(),
+        feature_gates: Vec::new(),
+    }
+}

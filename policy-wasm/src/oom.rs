@@ -1,0 +1,108 @@
+//! Per-container `oom_score_adj` (kubelet `GetContainerOOMScoreAdjust`).
+//!
+//! Guaranteed pods and node-critical pods get -997, BestEffort pods 1000.
+//! Burstable containers score `1000 - 1000 * request / capacity`; with
+//! pod-level requests (KEP-2837) each container also gets an equal share of
+//! the pod request its containers do not claim, so a container without a
+//! request is not the first victim inside a pod that asked for memory.
+//! Sidecars are capped at the score of the regular container with the
+//! smallest request. Results stay in [3, 999] for Burstable.
+
+use crate::features::FeatureGates;
+use crate::model::{Container, ContainerKind, Pod};
+use crate::qos::pod_qos;
+use crate::resources::{aggregate_container_requests, dra_claim_resources, dra_container_share, Options};
+use crate::wit::QosClass;
+
+/// `oom_score_adj` of the kubelet and kube-proxy.
+pub const KUBELET_OOM_SCORE_ADJ: i32 = -999;
+/// `oom_score_adj` of Guaranteed and node-critical pods.
+pub const GUARANTEED_OOM_SCORE_ADJ: i32 = -997;
+/// `oom_score_adj` of BestEffort pods.
+pub const BEST_EFFORT_OOM_SCORE_ADJ: i32 = 1000;
+/// Priority of `system-cluster-critical` and above (`SystemCriticalPriority`).
+pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
+
+/// `IsCriticalPod`: static, mirror, or priority at least system-critical.
+pub fn is_critical_pod(pod: &Pod) -> bool {
+    let annotation = |key: &str| pod.annotations.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+    let is_static = annotation("kubernetes.io/config.source").is_some_and(|source| source != "api");
+    let is_mirror = annotation("kubernetes.io/config.mirror").is_some();
+    is_static || is_mirror || pod.priority.is_some_and(|p| p >= SYSTEM_CRITICAL_PRIORITY)
+}
+
+/// `IsNodeCriticalPod`: critical and of class `system-node-critical`.
+pub fn is_node_critical_pod(pod: &Pod) -> bool {
+    is_critical_pod(pod) && pod.priority_class_name.as_deref() == Some("system-node-critical")
+}
+
+fn memory_request(pod: &Pod, c: &Container, gates: &FeatureGates) -> i128 {
+    let own = c.resources.requests().get("memory").map_or(0, |q| q.value() as i128);
+    if gates.dra_node_allocatable_resources {
+        own + dra_container_share(pod, &c.name, "memory").value() as i128
+    } else {
+        own
+    }
+}
+
+/// The pod request that containers leave unclaimed, split evenly over all
+/// containers (regular and init): upstream `remainingPodMemReqPerContainer`.
+fn remaining_pod_memory_per_container(pod: &Pod, gates: &FeatureGates) -> i128 {
+    let Some(pod_request) = pod.resources.as_ref().and_then(|r| r.requests().get("memory")) else {
+        return 0;
+    };
+    if pod_request.is_zero() {
+        return 0;
+    }
+    let count = (pod.containers.len() + pod.init_containers.len()) as i128;
+    if count == 0 {
+        return 0;
+    }
+    let aggregate = aggregate_container_requests(pod, &Options::default())
+        .get("memory")
+        .map_or(0, |q| q.value() as i128);
+    let dra = if gates.dra_node_allocatable_resources {
+        dra_claim_resources(pod).get("memory").map_or(0, |q| q.value() as i128)
+    } else {
+        0
+    };
+    // Go int64 division truncates toward zero; i128 `/` does the same.
+    (pod_request.value() as i128 - aggregate - dra) / count
+}
+
+fn burstable_score(request: i128, memory_capacity: i128) -> i128 {
+    1000 - (1000 * request) / memory_capacity
+}
+
+/// `oom_score_adj` for `container` of `pod` on a node with `memory_capacity` bytes.
+pub fn container_oom_score_adj(pod: &Pod, container: &Container, memory_capacity: u64, gates: &FeatureGates) -> i32 {
+    if is_node_critical_pod(pod) {
+        return GUARANTEED_OOM_SCORE_ADJ;
+    }
+    match pod_qos(pod, gates) {
+        QosClass::Guaranteed => return GUARANTEED_OOM_SCORE_ADJ,
+        QosClass::BestEffort => return BEST_EFFORT_OOM_SCORE_ADJ,
+        QosClass::Burstable => {}
+    }
+    // A node without memory is not a node; avoid dividing by zero.
+    let capacity = (memory_capacity as i128).max(1);
+    let remaining = if gates.pod_level_resources && crate::resources::pod_level_requests_set(pod) {
+        remaining_pod_memory_per_container(pod, gates)
+    } else {
+        0
+    };
+    let mut adj = burstable_score(memory_request(pod, container, gates) + remaining, capacity);
+    if container.kind == ContainerKind::Sidecar
+        && let Some(min_request) = pod.containers.iter().map(|c| memory_request(pod, c, gates)).min() {
+            adj = adj.min(burstable_score(min_request + remaining, capacity));
+        }
+    let floor = (1000 + GUARANTEED_OOM_SCORE_ADJ) as i128;
+    if adj < floor {
+        return floor as i32;
+    }
+    if adj == 1000 {
+        return 999;
+    }
+    // adj <= 1000 here: requests are never negative.
+    adj as i32
+}

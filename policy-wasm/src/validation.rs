@@ -1,0 +1,205 @@
+//! API-server validation of container and pod-level resources (KEP-2837),
+//! plus the kubelet-side admission checks that depend on the node.
+//!
+//! Validation runs on the defaulted pod, as the API server does, so a pod
+//! whose derived pod request exceeds its pod limit (KEP row 6) fails here.
+//! Every finding is reported with its field path; messages are stable.
+
+use crate::defaults::{default_pod, is_overcommit_allowed};
+use crate::features::FeatureGates;
+use crate::model::{Pod, Requirements, ResourceMap, field_error};
+use crate::node::NodeConfig;
+use crate::quantity::Quantity;
+use crate::resources::{self, is_hugepages, is_supported_pod_level_resource};
+use crate::wit::{self, CgroupVersion, ErrorReason, FieldError};
+
+/// Resource names a container may use without a domain prefix.
+const STANDARD_CONTAINER_RESOURCES: &[&str] = &["cpu", "memory", "ephemeral-storage"];
+
+fn invalid(field: String, value: &Quantity, message: String) -> FieldError {
+    let mut e = field_error(field, ErrorReason::Invalid, message);
+    e.bad_value = Some(value.to_canonical_string());
+    e
+}
+
+/// Validate a pod as the API server would (after defaulting) and as the
+/// kubelet would admit it on `node`.
+pub fn validate_pod(input: &wit::Pod, node: &NodeConfig) -> Vec<FieldError> {
+    let gates = &node.gates;
+    let defaulted = match default_pod(input, gates) {
+        Ok(d) => d.pod,
+        Err(errors) => return errors,
+    };
+    let pod = match Pod::decode(&defaulted) {
+        Ok(p) => p,
+        Err(errors) => return errors,
+    };
+    let mut errors = Vec::new();
+    for c in pod.init_and_regular() {
+        validate_requirements(&c.resources, &format!("{}.resources", c.path), false, &mut errors);
+    }
+    for c in &pod.ephemeral_containers {
+        let r = &c.resources;
+        if !r.requests().is_empty() || !r.limits().is_empty() {
+            errors.push(field_error(
+                format!("{}.resources", c.path),
+                ErrorReason::Forbidden,
+                "cannot be set for an Ephemeral Container",
+            ));
+        }
+    }
+    if let Some(pod_resources) = &pod.resources {
+        validate_pod_level(&pod, pod_resources, gates, &mut errors);
+        if resources::pod_level_resources_set(&pod) && node.cgroup_version == CgroupVersion::V1 {
+            errors.push(field_error(
+                "spec.resources",
+                ErrorReason::Forbidden,
+                "pod-level resources are not supported on cgroup v1 nodes; the kubelet rejects this pod",
+            ));
+        }
+    }
+    errors
+}
+
+fn validate_pod_level(pod: &Pod, pod_resources: &Requirements, gates: &FeatureGates, errors: &mut Vec<FieldError>) {
+    let set = !pod_resources.requests().is_empty() || !pod_resources.limits().is_empty();
+    if !set {
+        return;
+    }
+    if !gates.pod_level_resources {
+        errors.push(field_error(
+            "spec.resources",
+            ErrorReason::Forbidden,
+            "pod-level resources require the PodLevelResources feature gate",
+        ));
+        return;
+    }
+    if pod.os_name.as_deref() == Some("windows") {
+        errors.push(field_error("spec.resources", ErrorReason::Forbidden, "may not be set for a windows pod"));
+        return;
+    }
+    validate_requirements(pod_resources, "spec.resources", true, errors);
+
+    let requests = pod_resources.requests();
+    let limits = pod_resources.limits();
+    let aggregate = resources::aggregate_container_requests(pod, &resources::Options::default());
+    for (name, total) in &aggregate {
+        if let Some(request) = requests.get(name)
+            && total > request {
+                errors.push(invalid(
+                    format!("spec.resources.requests[{name}]"),
+                    request,
+                    format!(
+                        "must be greater than or equal to aggregate container requests of {}",
+                        total.to_canonical_string()
+                    ),
+                ));
+            }
+    }
+    let aggregate_limits = resources::aggregate_container_limits(pod, &resources::Options::default());
+    for (name, total) in aggregate_limits.iter().filter(|(n, _)| is_hugepages(n)) {
+        if let Some(limit) = limits.get(name)
+            && total > limit {
+                errors.push(invalid(
+                    format!("spec.resources.limits[{name}]"),
+                    limit,
+                    format!("must be greater than or equal to aggregate container limits of {}", total.to_canonical_string()),
+                ));
+            }
+    }
+    // The KEP forbids any single container limit above the pod limit; the
+    // sum of container limits may exceed it. Upstream checks regular
+    // containers and reports under the pod-level path.
+    for (i, c) in pod.containers.iter().enumerate() {
+        for (name, limit) in c.resources.limits() {
+            if let Some(pod_limit) = limits.get(name)
+                && limit > pod_limit {
+                    errors.push(invalid(
+                        format!("spec.resources.containers[{i}][{name}].limits"),
+                        limit,
+                        format!("must be less than or equal to pod limits of {}", pod_limit.to_canonical_string()),
+                    ));
+                }
+        }
+    }
+}
+
+fn validate_resource_name(name: &str, field: &str, pod_level: bool, errors: &mut Vec<FieldError>) {
+    if pod_level {
+        if !is_supported_pod_level_resource(name) {
+            let mut e = field_error(field, ErrorReason::NotSupported, "supported values: \"cpu\", \"hugepages-\", \"memory\"");
+            e.bad_value = Some(crate::model::truncate(name));
+            errors.push(e);
+        }
+        return;
+    }
+    let qualified = name.contains('/');
+    if !qualified && !STANDARD_CONTAINER_RESOURCES.contains(&name) && !is_hugepages(name) {
+        let mut e = field_error(field, ErrorReason::Invalid, "must be a standard resource for containers");
+        e.bad_value = Some(crate::model::truncate(name));
+        errors.push(e);
+    }
+}
+
+fn hugepage_size(name: &str) -> Option<Quantity> {
+    name.strip_prefix("hugepages-").and_then(|s| Quantity::parse(s).ok()).filter(|q| q.value() > 0)
+}
+
+fn validate_hugepage_value(name: &str, q: &Quantity, field: &str, errors: &mut Vec<FieldError>) {
+    let ok = hugepage_size(name).is_some_and(|size| q.nanos() % size.nanos() == 0);
+    if !ok {
+        errors.push(invalid(
+            field.to_string(),
+            q,
+            format!("{} is not positive integer multiple of {name}", q.to_canonical_string()),
+        ));
+    }
+}
+
+/// `validateResourceRequirements` for a container or the pod.
+fn validate_requirements(r: &Requirements, path: &str, pod_level: bool, errors: &mut Vec<FieldError>) {
+    let limits: &ResourceMap = r.limits();
+    let requests: &ResourceMap = r.requests();
+    let mut cpu_or_memory = false;
+    let mut hugepages = false;
+    for (name, q) in limits {
+        let field = format!("{path}.limits[{name}]");
+        validate_resource_name(name, &field, pod_level, errors);
+        if is_hugepages(name) {
+            hugepages = true;
+            validate_hugepage_value(name, q, &field, errors);
+        }
+        cpu_or_memory |= name == "cpu" || name == "memory";
+    }
+    for (name, q) in requests {
+        let field = format!("{path}.requests[{name}]");
+        validate_resource_name(name, &field, pod_level, errors);
+        match limits.get(name) {
+            Some(limit) if q != limit && !is_overcommit_allowed(name) => errors.push(invalid(
+                format!("{path}.requests[{name}]"),
+                q,
+                format!("must be equal to {name} limit of {}", limit.to_canonical_string()),
+            )),
+            Some(limit) if q > limit => errors.push(invalid(
+                format!("{path}.requests[{name}]"),
+                q,
+                format!("must be less than or equal to {name} limit of {}", limit.to_canonical_string()),
+            )),
+            Some(_) => {}
+            None if !is_overcommit_allowed(name) => errors.push(field_error(
+                format!("{path}.limits[{name}]"),
+                ErrorReason::Required,
+                "Limit must be set for non overcommitable resources",
+            )),
+            None => {}
+        }
+        if is_hugepages(name) {
+            hugepages = true;
+            validate_hugepage_value(name, q, &field, errors);
+        }
+        cpu_or_memory |= name == "cpu" || name == "memory";
+    }
+    if hugepages && !cpu_or_memory {
+        errors.push(field_error(path.to_string(), ErrorReason::Forbidden, "HugePages require cpu or memory"));
+    }
+}
