@@ -44,7 +44,9 @@ pub mod quantity;
 pub mod resources;
 pub mod validation;
 
+// The export glue wit-bindgen generates is unsafe by nature; it stays in the shim.
 #[cfg(target_arch = "wasm32")]
+#[allow(unsafe_code)]
 mod guest;
 
 /// The policy implementation version.

@@ -1,0 +1,157 @@
+//! podpolicy's host: the imperative shell around the policy component.
+//!
+//! It reads pods ([`pod_input`]) and node settings ([`node_input`]), runs the
+//! policy component in wasmtime ([`runtime`]), renders results
+//! ([`output`]) and runs conformance vectors ([`conformance`]). It decides
+//! no policy: every number it prints or writes comes from the component.
+//!
+//! Embedding the policy in another wasmtime host needs only the component
+//! and the WIT file; [`runtime::PolicyRuntime`] is one way to do it:
+//!
+//! ```no_run
+//! use podpolicy::runtime::{Cache, Limits, PolicyRuntime};
+//! let policy = PolicyRuntime::embedded(&Cache::Off, Limits::default())?;
+//! println!("policy {}", policy.info().policy_version);
+//! # Ok::<(), anyhow::Error>(())
+//! ```
+
+pub mod bindings {
+    //! Host-side types and call stubs generated from `wit/policy.wit`.
+    #![allow(missing_docs)]
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "pod-policy",
+        additional_derives: [serde::Serialize, PartialEq],
+    });
+}
+
+pub mod conformance;
+pub mod node_input;
+pub mod output;
+pub mod pod_input;
+pub mod runtime;
+
+use anyhow::Result;
+
+use bindings::{DefaultedPod, EffectiveResources, FieldError, NodeSettings, Pod, PodEvaluation, PodResourcesOptions, QosClass, ResourceConfig};
+use runtime::PolicyRuntime;
+
+/// A policy answer that may be a list of field errors.
+pub type PolicyResult<T> = std::result::Result<T, Vec<FieldError>>;
+
+impl PolicyRuntime {
+    /// Export `evaluate`.
+    pub fn evaluate(&self, pod: &Pod, node: &NodeSettings) -> Result<PolicyResult<PodEvaluation>> {
+        self.call(|p, s| p.call_evaluate(s, pod, node))
+    }
+    /// Export `default-pod`.
+    pub fn default_pod(&self, pod: &Pod, node: &NodeSettings) -> Result<PolicyResult<DefaultedPod>> {
+        self.call(|p, s| p.call_default_pod(s, pod, node))
+    }
+    /// Export `validate-pod`.
+    pub fn validate_pod(&self, pod: &Pod, node: &NodeSettings) -> Result<Vec<FieldError>> {
+        self.call(|p, s| p.call_validate_pod(s, pod, node))
+    }
+    /// Export `validate-node`.
+    pub fn validate_node(&self, node: &NodeSettings) -> Result<Vec<FieldError>> {
+        self.call(|p, s| p.call_validate_node(s, node))
+    }
+    /// Export `effective-resources`.
+    pub fn effective_resources(
+        &self,
+        pod: &Pod,
+        options: &PodResourcesOptions,
+        node: &NodeSettings,
+    ) -> Result<PolicyResult<EffectiveResources>> {
+        self.call(|p, s| p.call_effective_resources(s, pod, options, node))
+    }
+    /// Export `qos-class`.
+    pub fn qos_class(&self, pod: &Pod, node: &NodeSettings) -> Result<PolicyResult<QosClass>> {
+        self.call(|p, s| p.call_qos_class(s, pod, node))
+    }
+    /// Export `pod-resource-config`.
+    pub fn pod_resource_config(&self, pod: &Pod, node: &NodeSettings) -> Result<PolicyResult<ResourceConfig>> {
+        self.call(|p, s| p.call_pod_resource_config(s, pod, node))
+    }
+    /// Export `oom-score-adjust`.
+    pub fn oom_score_adjust(&self, pod: &Pod, node: &NodeSettings) -> Result<PolicyResult<Vec<(String, i32)>>> {
+        self.call(|p, s| p.call_oom_score_adjust(s, pod, node))
+    }
+}
+
+/// The Kubernetes spelling of an error reason (`field.ErrorType`).
+pub fn reason_name(reason: bindings::ErrorReason) -> &'static str {
+    use bindings::ErrorReason as R;
+    match reason {
+        R::Invalid => "Invalid",
+        R::Forbidden => "Forbidden",
+        R::NotSupported => "NotSupported",
+        R::Required => "Required",
+        R::Duplicate => "Duplicate",
+        R::TooLong => "TooLong",
+    }
+}
+
+/// Render field errors one per line: `field: message (Reason, value)`.
+pub fn format_field_errors(errors: &[FieldError]) -> String {
+    errors
+        .iter()
+        .map(|e| match &e.bad_value {
+            Some(v) => format!("{}: {} ({}: `{v}`)", e.field, e.message, reason_name(e.reason)),
+            None => format!("{}: {} ({})", e.field, e.message, reason_name(e.reason)),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A node with every kubelet default and no capacity (for tests and vectors).
+pub fn empty_node() -> NodeSettings {
+    NodeSettings {
+        name: String::new(),
+        capacity: Vec::new(),
+        allocatable: None,
+        kube_reserved: Vec::new(),
+        system_reserved: Vec::new(),
+        cgroup_version: bindings::CgroupVersion::V2,
+        cgroup_driver: bindings::CgroupDriver::Cgroupfs,
+        cgroups_per_qos: None,
+        enforce_node_allocatable: None,
+        cpu_cfs_quota: None,
+        cpu_cfs_quota_period_us: None,
+        memory_throttling_factor: None,
+        memory_reservation_policy: None,
+        page_size_bytes: None,
+        cpu_weight_curve: None,
+        single_process_oom_kill: None,
+        cpu_manager_policy: None,
+        cpu_manager_policy_options: Vec::new(),
+        reserved_system_cpus: None,
+        memory_manager_policy: None,
+        reserved_memory: Vec::new(),
+        topology_manager_policy: None,
+        topology_manager_scope: None,
+        topology_manager_policy_options: Vec::new(),
+        feature_gates: Vec::new(),
+    }
+}
+
+/// Explain one pod: validate, default, evaluate (the `explain` command).
+pub fn explain(policy: &PolicyRuntime, doc: &pod_input::PodDocument, node: &NodeSettings) -> Result<output::Explanation> {
+    let name = if doc.pod.namespace.is_empty() {
+        doc.pod.name.clone()
+    } else {
+        format!("{}/{}", doc.pod.namespace, doc.pod.name)
+    };
+    let errors = policy.validate_pod(&doc.pod, node)?;
+    if !errors.is_empty() {
+        return Ok(output::Explanation::rejected(name, doc.origin.clone(), &errors));
+    }
+    let defaulted = match policy.default_pod(&doc.pod, node)? {
+        Ok(d) => d,
+        Err(errors) => return Ok(output::Explanation::rejected(name, doc.origin.clone(), &errors)),
+    };
+    match policy.evaluate(&defaulted.pod, node)? {
+        Ok(eval) => Ok(output::Explanation::evaluated(name, doc.origin.clone(), &defaulted.patch, &eval)),
+        Err(errors) => Ok(output::Explanation::rejected(name, doc.origin.clone(), &errors)),
+    }
+}

@@ -1,0 +1,220 @@
+//! Rendering `explain` results: a table for people, or exact JSON / YAML.
+//!
+//! The [`Explanation`] struct is the stable output schema (camelCase keys,
+//! cgroup files as `file -> value` maps). It is filled from the component's
+//! results only.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::bindings::{ContainerKind, FieldError, PatchOperation, PatchValue, PodEvaluation, QosClass, ResourceAmount};
+use crate::reason_name;
+
+/// One field error, for output.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorOut {
+    /// Field path.
+    pub field: String,
+    /// `Invalid`, `Forbidden`, ...
+    pub reason: String,
+    /// Message.
+    pub message: String,
+    /// Offending value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bad_value: Option<String>,
+}
+
+impl From<&FieldError> for ErrorOut {
+    fn from(e: &FieldError) -> Self {
+        ErrorOut { field: e.field.clone(), reason: reason_name(e.reason).to_string(), message: e.message.clone(), bad_value: e.bad_value.clone() }
+    }
+}
+
+/// One RFC 6902 operation, for output.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PatchOut {
+    /// `add` or `replace`.
+    pub op: String,
+    /// JSON Pointer.
+    pub path: String,
+    /// JSON value.
+    pub value: serde_json::Value,
+}
+
+/// Convert WIT patch operations to JSON Patch values.
+pub fn patch_json(ops: &[PatchOperation]) -> Vec<PatchOut> {
+    let list = |l: &[crate::bindings::ResourceQuantity]| {
+        serde_json::Value::Object(l.iter().map(|q| (q.name.clone(), serde_json::Value::String(q.quantity.clone()))).collect())
+    };
+    ops.iter()
+        .map(|op| PatchOut {
+            op: op.op.clone(),
+            path: op.path.clone(),
+            value: match &op.value {
+                PatchValue::Quantity(q) => serde_json::Value::String(q.clone()),
+                PatchValue::ResourceList(l) => list(l),
+                PatchValue::Requirements(r) => {
+                    let mut m = serde_json::Map::new();
+                    if let Some(l) = &r.limits {
+                        m.insert("limits".into(), list(l));
+                    }
+                    if let Some(l) = &r.requests {
+                        m.insert("requests".into(), list(l));
+                    }
+                    serde_json::Value::Object(m)
+                }
+            },
+        })
+        .collect()
+}
+
+/// One container's values.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerOut {
+    /// Name.
+    pub name: String,
+    /// `init`, `sidecar`, `regular`, `ephemeral`.
+    pub kind: String,
+    /// oom_score_adj.
+    pub oom_score_adj: i32,
+    /// cgroup v2 files of the container cgroup.
+    pub cgroup: BTreeMap<String, String>,
+}
+
+/// Everything `explain` reports for one pod.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Explanation {
+    /// `namespace/name`.
+    pub pod: String,
+    /// Where the pod came from.
+    pub source: String,
+    /// Validation errors; when non-empty nothing else is computed.
+    pub errors: Vec<ErrorOut>,
+    /// The defaulting patch the API server would apply.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub defaulting_patch: Vec<PatchOut>,
+    /// QoS class.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qos_class: Option<String>,
+    /// Effective pod requests.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests: Option<BTreeMap<String, String>>,
+    /// Effective pod limits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<BTreeMap<String, String>>,
+    /// cgroup v2 files of the pod cgroup.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod_cgroup: Option<BTreeMap<String, String>>,
+    /// Per container.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub containers: Vec<ContainerOut>,
+}
+
+fn amounts(list: &[ResourceAmount]) -> BTreeMap<String, String> {
+    list.iter().map(|a| (a.name.clone(), a.quantity.clone())).collect()
+}
+
+/// The Kubernetes spelling of a QoS class.
+pub fn qos_name(class: QosClass) -> &'static str {
+    match class {
+        QosClass::Guaranteed => "Guaranteed",
+        QosClass::Burstable => "Burstable",
+        QosClass::BestEffort => "BestEffort",
+    }
+}
+
+fn kind_name(kind: ContainerKind) -> &'static str {
+    match kind {
+        ContainerKind::Init => "init",
+        ContainerKind::Sidecar => "sidecar",
+        ContainerKind::Regular => "regular",
+        ContainerKind::Ephemeral => "ephemeral",
+    }
+}
+
+impl Explanation {
+    /// An explanation of a pod that failed validation.
+    pub fn rejected(pod: String, source: String, errors: &[FieldError]) -> Explanation {
+        Explanation {
+            pod,
+            source,
+            errors: errors.iter().map(ErrorOut::from).collect(),
+            defaulting_patch: Vec::new(),
+            qos_class: None,
+            requests: None,
+            limits: None,
+            pod_cgroup: None,
+            containers: Vec::new(),
+        }
+    }
+
+    /// An explanation of an evaluated pod.
+    pub fn evaluated(pod: String, source: String, patch: &[PatchOperation], eval: &PodEvaluation) -> Explanation {
+        Explanation {
+            pod,
+            source,
+            errors: Vec::new(),
+            defaulting_patch: patch_json(patch),
+            qos_class: Some(qos_name(eval.qos_class).to_string()),
+            requests: Some(amounts(&eval.effective.requests)),
+            limits: Some(amounts(&eval.effective.limits)),
+            pod_cgroup: Some(eval.pod_cgroup_files.iter().map(|f| (f.file.clone(), f.value.clone())).collect()),
+            containers: eval
+                .containers
+                .iter()
+                .map(|c| ContainerOut {
+                    name: c.name.clone(),
+                    kind: kind_name(c.kind).to_string(),
+                    oom_score_adj: c.oom_score_adj,
+                    cgroup: c.cgroup_files.iter().map(|f| (f.file.clone(), f.value.clone())).collect(),
+                })
+                .collect(),
+        }
+    }
+
+    /// A plain-text rendering for a terminal.
+    pub fn to_table(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "POD {}  ({})", self.pod, self.source);
+        if !self.errors.is_empty() {
+            let _ = writeln!(out, "  INVALID:");
+            for e in &self.errors {
+                let _ = writeln!(out, "    {}: {} ({})", e.field, e.message, e.reason);
+            }
+            return out;
+        }
+        if let Some(q) = &self.qos_class {
+            let _ = writeln!(out, "  QoS class      {q}");
+        }
+        let map = |m: &Option<BTreeMap<String, String>>| {
+            m.as_ref().map_or_else(String::new, |m| {
+                if m.is_empty() { "-".to_string() } else { m.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ") }
+            })
+        };
+        let _ = writeln!(out, "  requests       {}", map(&self.requests));
+        let _ = writeln!(out, "  limits         {}", map(&self.limits));
+        if !self.defaulting_patch.is_empty() {
+            let _ = writeln!(out, "  defaulting     {} patch operation(s)", self.defaulting_patch.len());
+            for op in &self.defaulting_patch {
+                let _ = writeln!(out, "    {} {} {}", op.op, op.path, op.value);
+            }
+        }
+        if let Some(files) = &self.pod_cgroup {
+            let _ = writeln!(out, "  pod cgroup");
+            for (file, value) in files {
+                let _ = writeln!(out, "    {file:<22} {value}");
+            }
+        }
+        let _ = writeln!(out, "  {:<24} {:<8} {:>13}  cgroup", "CONTAINER", "KIND", "OOM_SCORE_ADJ");
+        for c in &self.containers {
+            let files = c.cgroup.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+            let _ = writeln!(out, "  {:<24} {:<8} {:>13}  {files}", c.name, c.kind, c.oom_score_adj);
+        }
+        out
+    }
+}
