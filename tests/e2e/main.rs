@@ -1,0 +1,14 @@
+//! End-to-end tests of podpolicy: one binary, one module per area.
+//!
+//! - `component`: the embedded component itself (imports, exports, versions).
+//! - `hostile`: modules that must be refused or contained.
+//! - `cli`: the `podpolicy` binary as a user runs it, bad inputs included.
+//! - `conformance`: the shared vectors through the component.
+//! - `fixtures`: `explain -o json` of every pod in fixtures/pods against its golden file.
+
+mod cli;
+mod component;
+mod conformance;
+mod fixtures;
+mod hostile;
+mod util;
