@@ -4,6 +4,7 @@
 //! policy component in wasmtime ([`runtime`]), renders results
 //! ([`output`]) and runs conformance vectors ([`conformance`]). It decides
 //! no policy: every number it prints or writes comes from the component.
+//! The machine's CPU and NUMA topology is read from sysfs ([`sysfs`]).
 //!
 //! Embedding the policy in another wasmtime host needs only the component
 //! and the WIT file; [`runtime::PolicyRuntime`] is one way to do it:
@@ -30,6 +31,7 @@ pub mod node_input;
 pub mod output;
 pub mod pod_input;
 pub mod runtime;
+pub mod sysfs;
 
 use anyhow::Result;
 
@@ -155,3 +157,8 @@ pub fn explain(policy: &PolicyRuntime, doc: &pod_input::PodDocument, node: &Node
         Err(errors) => Ok(output::Explanation::rejected(name, doc.origin.clone(), &errors)),
     }
 }
+
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

@@ -74,6 +74,11 @@ enum PolicyCommand {
         #[arg(short, long, value_enum, default_value_t = Format::Table)]
         output: Format,
     },
+    /// Write the policy component (the embedded one, or --policy) to a file.
+    Export {
+        /// Where to write the `.wasm` component.
+        path: PathBuf,
+    },
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -158,6 +163,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 },
                 &value,
             )?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Policy { command: PolicyCommand::Export { path } } => {
+            let bytes = match &cli.policy {
+                Some(source) => std::fs::read(source).with_context(|| format!("reading {}", source.display()))?,
+                None => podpolicy::runtime::EMBEDDED_POLICY.to_vec(),
+            };
+            std::fs::write(path, &bytes).with_context(|| format!("writing {}", path.display()))?;
+            eprintln!("wrote {} ({} bytes, sha256:{})", path.display(), bytes.len(), policy.digest());
             Ok(ExitCode::SUCCESS)
         }
         Command::Explain { pods, node, output } => {
