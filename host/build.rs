@@ -13,10 +13,20 @@ use std::process::Command;
 const TARGET: &str = "wasm32-unknown-unknown";
 
 fn main() {
-    let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let workspace = manifest_dir.parent().expect("host/ lives in the workspace").to_path_buf();
+    let manifest_dir =
+        PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let workspace = manifest_dir
+        .parent()
+        .expect("host/ lives in the workspace")
+        .to_path_buf();
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    for path in ["policy-wasm/src", "policy-wasm/Cargo.toml", "wit", "Cargo.lock", "Cargo.toml"] {
+    for path in [
+        "policy-wasm/src",
+        "policy-wasm/Cargo.toml",
+        "wit",
+        "Cargo.lock",
+        "Cargo.toml",
+    ] {
         println!("cargo::rerun-if-changed={}", workspace.join(path).display());
     }
     println!("cargo::rerun-if-env-changed=PODPOLICY_SKIP_TARGET_ADD");
@@ -24,12 +34,25 @@ fn main() {
     ensure_wasm_target();
 
     // target/<profile>/build/<pkg>/out -> target/
-    let target_root = out_dir.ancestors().nth(4).expect("OUT_DIR is inside the target dir").to_path_buf();
+    let target_root = out_dir
+        .ancestors()
+        .nth(4)
+        .expect("OUT_DIR is inside the target dir")
+        .to_path_buf();
     let guest_target = target_root.join("wasm-guest");
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&workspace)
-        .args(["rustc", "-p", "policy-wasm", "--lib", "--crate-type", "cdylib", "--target", TARGET])
+        .args([
+            "rustc",
+            "-p",
+            "policy-wasm",
+            "--lib",
+            "--crate-type",
+            "cdylib",
+            "--target",
+            TARGET,
+        ])
         .args(["--profile", "guest", "--locked"])
         .arg("--target-dir")
         .arg(&guest_target);
@@ -52,17 +75,24 @@ fn main() {
     ] {
         cmd.env_remove(key);
     }
-    let status = cmd.status().expect("could not run the nested cargo that builds the policy component");
+    let status = cmd
+        .status()
+        .expect("could not run the nested cargo that builds the policy component");
     if !status.success() {
         panic!("building the policy component failed (see the nested cargo output above)");
     }
-    let core_path = guest_target.join(TARGET).join("guest").join("policy_wasm.wasm");
-    let core = std::fs::read(&core_path).unwrap_or_else(|e| panic!("reading {}: {e}", core_path.display()));
+    let core_path = guest_target
+        .join(TARGET)
+        .join("guest")
+        .join("policy_wasm.wasm");
+    let core = std::fs::read(&core_path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", core_path.display()));
     let component = wit_component::ComponentEncoder::default()
         .module(&core)
         .and_then(|encoder| encoder.validate(true).encode())
         .unwrap_or_else(|e| panic!("turning {} into a component: {e:#}", core_path.display()));
-    std::fs::write(out_dir.join("policy.component.wasm"), component).expect("writing the component");
+    std::fs::write(out_dir.join("policy.component.wasm"), component)
+        .expect("writing the component");
 }
 
 /// Add the wasm target with rustup when the toolchain lacks it.
@@ -77,11 +107,14 @@ fn ensure_wasm_target() {
         .ok()
         .filter(|o| o.status.success())
         .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim().to_string()));
-    let installed = sysroot.is_some_and(|root| Path::new(&root).join("lib/rustlib").join(TARGET).exists());
+    let installed =
+        sysroot.is_some_and(|root| Path::new(&root).join("lib/rustlib").join(TARGET).exists());
     if installed {
         return;
     }
-    let status = Command::new("rustup").args(["target", "add", TARGET]).status();
+    let status = Command::new("rustup")
+        .args(["target", "add", TARGET])
+        .status();
     match status {
         Ok(s) if s.success() => {}
         _ => panic!("the {TARGET} target is missing and `rustup target add {TARGET}` failed"),

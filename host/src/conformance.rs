@@ -15,7 +15,9 @@ use anyhow::{Context, Result, bail};
 use policy_wasm::quantity::Quantity;
 use serde_json::{Map, Value};
 
-use crate::bindings::{self as wit, FeatureGate, NodeSettings, PodResourcesOptions, QosClass, ResourceAmount};
+use crate::bindings::{
+    self as wit, FeatureGate, NodeSettings, PodResourcesOptions, QosClass, ResourceAmount,
+};
 use crate::pod_input::pod_from_json;
 use crate::runtime::PolicyRuntime;
 use crate::{empty_node, format_field_errors};
@@ -79,7 +81,11 @@ impl Totals {
 
 impl std::fmt::Display for Totals {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} passed, {} failed, {} skipped", self.passed, self.failed, self.skipped)
+        write!(
+            f,
+            "{} passed, {} failed, {} skipped",
+            self.passed, self.failed, self.skipped
+        )
     }
 }
 
@@ -112,13 +118,18 @@ impl FileReport {
 }
 
 fn file_label(path: &str) -> String {
-    Path::new(path).file_name().map_or_else(|| path.to_string(), |n| n.to_string_lossy().replace(' ', "_"))
+    Path::new(path).file_name().map_or_else(
+        || path.to_string(),
+        |n| n.to_string_lossy().replace(' ', "_"),
+    )
 }
 
 /// Run every case of one vector file.
 pub fn run_file(policy: &PolicyRuntime, path: &Path) -> Result<FileReport> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let file: Value = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let file: Value =
+        serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
     let Some(cases) = file.get("cases").and_then(Value::as_array) else {
         bail!("{}: no `cases` array; not a vector file", path.display());
     };
@@ -126,11 +137,17 @@ pub fn run_file(policy: &PolicyRuntime, path: &Path) -> Result<FileReport> {
         .iter()
         .enumerate()
         .map(|(i, case)| CaseResult {
-            name: case.get("name").and_then(Value::as_str).map_or_else(|| format!("case #{i}"), str::to_string),
+            name: case
+                .get("name")
+                .and_then(Value::as_str)
+                .map_or_else(|| format!("case #{i}"), str::to_string),
             outcome: run_case(policy, &file, case),
         })
         .collect();
-    Ok(FileReport { path: path.display().to_string(), cases })
+    Ok(FileReport {
+        path: path.display().to_string(),
+        cases,
+    })
 }
 
 /// The function a case names (`function`, `operation` or `policy`).
@@ -149,10 +166,15 @@ pub fn run_case(policy: &PolicyRuntime, _file: &Value, case: &Value) -> Outcome 
     let input = &case["input"];
     let expected = &case["expected"];
     let result = match function.as_str() {
-        "PodRequests" | "PodLimits" | "PodRequests+PodLimits" | "AggregateContainerRequests+AggregateContainerLimits" => {
+        "PodRequests"
+        | "PodLimits"
+        | "PodRequests+PodLimits"
+        | "AggregateContainerRequests+AggregateContainerLimits" => {
             effective_case(policy, &function, input, expected)
         }
-        "IsPodLevelResourcesSet" | "IsPodLevelLimitsSet" => predicate_case(policy, &function, input, expected),
+        "IsPodLevelResourcesSet" | "IsPodLevelLimitsSet" => {
+            predicate_case(policy, &function, input, expected)
+        }
         "IsSupportedPodLevelResource" => supported_resource_case(policy, input, expected),
         "GetContainerOOMScoreAdjust" => oom_case(policy, input, expected),
         "ResourceConfigForPod" => resource_config_case(policy, input, expected),
@@ -161,8 +183,15 @@ pub fn run_case(policy: &PolicyRuntime, _file: &Value, case: &Value) -> Outcome 
         "DefaultPodResources" => defaulting_case(policy, input, expected),
         "ValidatePodResources" => validation_case(policy, input, expected),
         "ValidateMemoryThrottlingFactor" => factor_case(policy, input, expected),
-        "MilliCPUToQuota" | "MilliCPUToShares" | "SharesToMilliCPU" | "QuotaToMilliCPU"
-        | "CPUSharesEqualAfterV2RoundTrip" | "CpuSharesToCpuWeight" | "CpuWeightToCpuShares" => {
+        "ContainerMemoryHigh" => memory_high_case(policy, input, expected),
+        "PodMemoryMin" => pod_memory_min_case(policy, input, expected),
+        "MilliCPUToQuota"
+        | "MilliCPUToShares"
+        | "SharesToMilliCPU"
+        | "QuotaToMilliCPU"
+        | "CPUSharesEqualAfterV2RoundTrip"
+        | "CpuSharesToCpuWeight"
+        | "CpuWeightToCpuShares" => {
             return Outcome::Skip(format!(
                 "`{function}` is a pure unit conversion; the interface exposes its results through pod-resource-config and evaluate"
             ));
@@ -173,10 +202,15 @@ pub fn run_case(policy: &PolicyRuntime, _file: &Value, case: &Value) -> Outcome 
             ));
         }
         f if f.starts_with("cpuAccumulator.") => {
-            return Outcome::Skip(format!("`{f}` tests upstream's internal CPU accumulator (optional guidance, not a contract)"));
+            return Outcome::Skip(format!(
+                "`{f}` tests upstream's internal CPU accumulator (optional guidance, not a contract)"
+            ));
         }
         "" => Err("the case names no function (input.function/operation/policy)".to_string()),
-        other => Err(format!("policy {} implements no function for `{other}` yet", policy.info().policy_version)),
+        other => Err(format!(
+            "policy {} implements no function for `{other}` yet",
+            policy.info().policy_version
+        )),
     };
     match result {
         Ok(()) => Outcome::Pass,
@@ -187,19 +221,29 @@ pub fn run_case(policy: &PolicyRuntime, _file: &Value, case: &Value) -> Outcome 
 type CaseResultText = std::result::Result<(), String>;
 
 fn gates(input: &Value) -> Vec<FeatureGate> {
-    let gates = input.get("featureGates").or_else(|| input.get("feature_gates"));
+    let gates = input
+        .get("featureGates")
+        .or_else(|| input.get("feature_gates"));
     gates
         .and_then(Value::as_object)
         .map(|m| {
             m.iter()
-                .filter_map(|(name, v)| v.as_bool().map(|enabled| FeatureGate { name: name.clone(), enabled }))
+                .filter_map(|(name, v)| {
+                    v.as_bool().map(|enabled| FeatureGate {
+                        name: name.clone(),
+                        enabled,
+                    })
+                })
                 .collect()
         })
         .unwrap_or_default()
 }
 
 fn node_with_gates(input: &Value) -> NodeSettings {
-    NodeSettings { feature_gates: gates(input), ..empty_node() }
+    NodeSettings {
+        feature_gates: gates(input),
+        ..empty_node()
+    }
 }
 
 fn pod(value: &Value) -> std::result::Result<wit::Pod, String> {
@@ -209,7 +253,10 @@ fn pod(value: &Value) -> std::result::Result<wit::Pod, String> {
 fn call<T>(result: Result<crate::PolicyResult<T>>) -> std::result::Result<T, String> {
     match result {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(errors)) => Err(format!("the policy returned errors:\n{}", format_field_errors(&errors))),
+        Ok(Err(errors)) => Err(format!(
+            "the policy returned errors:\n{}",
+            format_field_errors(&errors)
+        )),
         Err(e) => Err(format!("calling the component failed: {e:#}")),
     }
 }
@@ -252,7 +299,11 @@ fn compare_amounts(what: &str, expected: &Value, actual: &[ResourceAmount]) -> C
             problems.push(format!("{}: not expected, got {}", got.name, got.quantity));
         }
     }
-    if problems.is_empty() { Ok(()) } else { Err(format!("{what}: {}", problems.join("; "))) }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{what}: {}", problems.join("; ")))
+    }
 }
 
 fn options(input: &Value) -> PodResourcesOptions {
@@ -261,84 +312,159 @@ fn options(input: &Value) -> PodResourcesOptions {
     PodResourcesOptions {
         exclude_overhead: flag("excludeOverhead"),
         use_status_resources: flag("useStatusResources"),
-        in_place_pod_level_resources_vertical_scaling_enabled: flag("inPlacePodLevelResourcesVerticalScalingEnabled"),
-        non_missing_container_requests: o.get("nonMissingContainerRequests").and_then(Value::as_object).map(|m| {
-            m.iter()
-                .map(|(name, q)| wit::ResourceQuantity {
-                    name: name.clone(),
-                    quantity: q.as_str().map_or_else(|| q.to_string(), str::to_string),
-                })
-                .collect()
-        }),
+        in_place_pod_level_resources_vertical_scaling_enabled: flag(
+            "inPlacePodLevelResourcesVerticalScalingEnabled",
+        ),
+        non_missing_container_requests: o
+            .get("nonMissingContainerRequests")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(name, q)| wit::ResourceQuantity {
+                        name: name.clone(),
+                        quantity: q.as_str().map_or_else(|| q.to_string(), str::to_string),
+                    })
+                    .collect()
+            }),
         skip_pod_level_resources: flag("skipPodLevelResources"),
         skip_container_level_resources: flag("skipContainerLevelResources"),
     }
 }
 
-fn effective_case(policy: &PolicyRuntime, function: &str, input: &Value, expected: &Value) -> CaseResultText {
+fn effective_case(
+    policy: &PolicyRuntime,
+    function: &str,
+    input: &Value,
+    expected: &Value,
+) -> CaseResultText {
     let pod = pod(&input["pod"])?;
     let eff = call(policy.effective_resources(&pod, &options(input), &node_with_gates(input)))?;
     let aggregate = function.starts_with("Aggregate");
     if let Some(want) = expected.get("requests") {
-        let got = if aggregate { &eff.aggregate_container_requests } else { &eff.requests };
+        let got = if aggregate {
+            &eff.aggregate_container_requests
+        } else {
+            &eff.requests
+        };
         compare_amounts("requests", want, got)?;
     }
     if let Some(want) = expected.get("limits") {
-        let got = if aggregate { &eff.aggregate_container_limits } else { &eff.limits };
+        let got = if aggregate {
+            &eff.aggregate_container_limits
+        } else {
+            &eff.limits
+        };
         compare_amounts("limits", want, got)?;
     }
     Ok(())
 }
 
 fn expect_bool(expected: &Value, key: &str) -> std::result::Result<bool, String> {
-    expected.get(key).and_then(Value::as_bool).ok_or_else(|| format!("expected.{key} is not a boolean"))
+    expected
+        .get(key)
+        .and_then(Value::as_bool)
+        .ok_or_else(|| format!("expected.{key} is not a boolean"))
 }
 
-fn predicate_case(policy: &PolicyRuntime, function: &str, input: &Value, expected: &Value) -> CaseResultText {
+fn predicate_case(
+    policy: &PolicyRuntime,
+    function: &str,
+    input: &Value,
+    expected: &Value,
+) -> CaseResultText {
     let pod = pod(&input["pod"])?;
     let eff = call(policy.effective_resources(&pod, &options(input), &node_with_gates(input)))?;
-    let got = if function == "IsPodLevelResourcesSet" { eff.pod_level_resources_set } else { eff.pod_level_limits_set };
+    let got = if function == "IsPodLevelResourcesSet" {
+        eff.pod_level_resources_set
+    } else {
+        eff.pod_level_limits_set
+    };
     let want = expect_bool(expected, "result")?;
-    if got == want { Ok(()) } else { Err(format!("expected {want}, got {got}")) }
+    if got == want {
+        Ok(())
+    } else {
+        Err(format!("expected {want}, got {got}"))
+    }
 }
 
 /// Whether a resource is allowed at pod level, asked through validation:
 /// a pod-level limit of that name is either accepted or rejected as NotSupported.
-fn supported_resource_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseResultText {
-    let name = input["resourceName"].as_str().ok_or("input.resourceName is not a string")?;
+fn supported_resource_case(
+    policy: &PolicyRuntime,
+    input: &Value,
+    expected: &Value,
+) -> CaseResultText {
+    let name = input["resourceName"]
+        .as_str()
+        .ok_or("input.resourceName is not a string")?;
     let pod = pod(&serde_json::json!({
         "spec": {"resources": {"limits": {name: "1Gi"}}, "containers": [{"name": "c"}]}
     }))?;
-    let errors = policy.validate_pod(&pod, &empty_node()).map_err(|e| format!("calling the component failed: {e:#}"))?;
-    let rejected = errors.iter().any(|e| e.reason == wit::ErrorReason::NotSupported && e.field.contains(name));
+    let errors = policy
+        .validate_pod(&pod, &empty_node())
+        .map_err(|e| format!("calling the component failed: {e:#}"))?;
+    let rejected = errors
+        .iter()
+        .any(|e| e.reason == wit::ErrorReason::NotSupported && e.field.contains(name));
     let want = expect_bool(expected, "result")?;
-    if !rejected == want { Ok(()) } else { Err(format!("expected supported={want}; errors: {}", format_field_errors(&errors))) }
+    if rejected != want {
+        Ok(())
+    } else {
+        Err(format!(
+            "expected supported={want}; errors: {}",
+            format_field_errors(&errors)
+        ))
+    }
 }
 
 fn oom_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseResultText {
     let pod = pod(&input["pod"])?;
-    let capacity = input["memoryCapacity"].as_u64().ok_or("input.memoryCapacity is not a number")?;
+    let capacity = input["memoryCapacity"]
+        .as_u64()
+        .ok_or("input.memoryCapacity is not a number")?;
     let node = NodeSettings {
-        capacity: vec![wit::ResourceQuantity { name: "memory".into(), quantity: capacity.to_string() }],
+        capacity: vec![wit::ResourceQuantity {
+            name: "memory".into(),
+            quantity: capacity.to_string(),
+        }],
         ..node_with_gates(input)
     };
-    let name = input["containerName"].as_str().ok_or("input.containerName is not a string")?;
+    let name = input["containerName"]
+        .as_str()
+        .ok_or("input.containerName is not a string")?;
     let scores = call(policy.oom_score_adjust(&pod, &node))?;
-    let (_, got) = scores.iter().find(|(n, _)| n == name).ok_or_else(|| format!("no score for container `{name}`"))?;
-    let low = expected["oomScoreAdjMin"].as_i64().or(expected["oomScoreAdj"].as_i64()).ok_or("no expected score")?;
-    let high = expected["oomScoreAdjMax"].as_i64().or(expected["oomScoreAdj"].as_i64()).ok_or("no expected score")?;
+    let (_, got) = scores
+        .iter()
+        .find(|(n, _)| n == name)
+        .ok_or_else(|| format!("no score for container `{name}`"))?;
+    let low = expected["oomScoreAdjMin"]
+        .as_i64()
+        .or(expected["oomScoreAdj"].as_i64())
+        .ok_or("no expected score")?;
+    let high = expected["oomScoreAdjMax"]
+        .as_i64()
+        .or(expected["oomScoreAdj"].as_i64())
+        .ok_or("no expected score")?;
     let got = i64::from(*got);
-    if (low..=high).contains(&got) { Ok(()) } else { Err(format!("expected {low}..={high}, got {got}")) }
+    if (low..=high).contains(&got) {
+        Ok(())
+    } else {
+        Err(format!("expected {low}..={high}, got {got}"))
+    }
 }
 
-fn reservation_policy(input: &Value) -> std::result::Result<Option<wit::MemoryReservationPolicy>, String> {
-    Ok(match input.get("memoryReservationPolicy").and_then(Value::as_str) {
-        None => None,
-        Some("None") => Some(wit::MemoryReservationPolicy::None),
-        Some("HardReservation") => Some(wit::MemoryReservationPolicy::HardReservation),
-        Some("TieredReservation") => Some(wit::MemoryReservationPolicy::TieredReservation),
-        Some(other) => return Err(format!("unknown memoryReservationPolicy `{other}`")),
-    })
+fn reservation_policy(
+    input: &Value,
+) -> std::result::Result<Option<wit::MemoryReservationPolicy>, String> {
+    Ok(
+        match input.get("memoryReservationPolicy").and_then(Value::as_str) {
+            None => None,
+            Some("None") => Some(wit::MemoryReservationPolicy::None),
+            Some("HardReservation") => Some(wit::MemoryReservationPolicy::HardReservation),
+            Some("TieredReservation") => Some(wit::MemoryReservationPolicy::TieredReservation),
+            Some(other) => return Err(format!("unknown memoryReservationPolicy `{other}`")),
+        },
+    )
 }
 
 fn resource_config_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseResultText {
@@ -348,18 +474,29 @@ fn resource_config_case(policy: &PolicyRuntime, input: &Value, expected: &Value)
     // Without CustomCPUCFSQuotaPeriod the kubelet forces the 100ms period
     // (and its config validation rejects another), so the Go argument only
     // reaches the node settings when the gate is on.
-    let custom_period = node.feature_gates.iter().any(|g| g.name == "CustomCPUCFSQuotaPeriod" && g.enabled);
-    node.cpu_cfs_quota_period_us =
-        input.get("cpuPeriod").and_then(Value::as_u64).filter(|p| *p != 0 && custom_period);
+    let custom_period = node
+        .feature_gates
+        .iter()
+        .any(|g| g.name == "CustomCPUCFSQuotaPeriod" && g.enabled);
+    node.cpu_cfs_quota_period_us = input
+        .get("cpuPeriod")
+        .and_then(Value::as_u64)
+        .filter(|p| *p != 0 && custom_period);
     if input.get("enforceMemoryQoS").and_then(Value::as_bool) == Some(true) {
-        node.feature_gates.push(FeatureGate { name: "MemoryQoS".into(), enabled: true });
+        node.feature_gates.push(FeatureGate {
+            name: "MemoryQoS".into(),
+            enabled: true,
+        });
     }
     node.memory_reservation_policy = reservation_policy(input)?;
     let rc = call(policy.pod_resource_config(&pod, &node))?;
     let mut problems = Vec::new();
     let mut check = |key: &str, got: Option<i128>| {
         if let Some(want) = expected.get(key) {
-            let want = want.as_i64().map(i128::from).or_else(|| want.as_u64().map(i128::from));
+            let want = want
+                .as_i64()
+                .map(i128::from)
+                .or_else(|| want.as_u64().map(i128::from));
             if want != got {
                 problems.push(format!("{key}: expected {want:?}, got {got:?}"));
             }
@@ -370,17 +507,33 @@ fn resource_config_case(policy: &PolicyRuntime, input: &Value, expected: &Value)
     check("cpuPeriod", rc.cpu_period.map(i128::from));
     check("memory", rc.memory_limit.map(i128::from));
     if let Some(want) = expected.get("hugePageLimit") {
-        compare_hugepages(want, rc.hugepage_limits.as_deref().unwrap_or_default()).unwrap_or_else(|p| problems.push(p));
+        compare_hugepages(want, rc.hugepage_limits.as_deref().unwrap_or_default())
+            .unwrap_or_else(|p| problems.push(p));
     }
     if let Some(want) = expected.get("unified").and_then(Value::as_object) {
-        let got: Map<String, Value> = rc.unified.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
-        let want: Map<String, Value> =
-            want.iter().map(|(k, v)| (k.clone(), Value::String(v.as_str().map_or_else(|| v.to_string(), str::to_string)))).collect();
+        let got: Map<String, Value> = rc
+            .unified
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        let want: Map<String, Value> = want
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    Value::String(v.as_str().map_or_else(|| v.to_string(), str::to_string)),
+                )
+            })
+            .collect();
         if got != want {
             problems.push(format!("unified: expected {want:?}, got {got:?}"));
         }
     }
-    if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
 }
 
 /// hugePageLimit is compared only when either side is non-empty (as the Go test does).
@@ -389,27 +542,51 @@ fn compare_hugepages(want: &Value, got: &[wit::HugepageLimit]) -> CaseResultText
         Value::Null => Vec::new(),
         Value::Object(m) => m
             .iter()
-            .map(|(k, v)| Ok((k.parse::<u64>().map_err(|_| format!("bad page size key {k}"))?, v.as_u64().ok_or("bad limit")?)))
+            .map(|(k, v)| {
+                Ok((
+                    k.parse::<u64>()
+                        .map_err(|_| format!("bad page size key {k}"))?,
+                    v.as_u64().ok_or("bad limit")?,
+                ))
+            })
             .collect::<std::result::Result<_, String>>()?,
         other => return Err(format!("hugePageLimit: unexpected {other}")),
     };
     let mut want = want;
     want.sort_unstable();
-    let mut got: Vec<(u64, u64)> = got.iter().map(|h| (h.page_size_bytes, h.limit_bytes)).collect();
+    let mut got: Vec<(u64, u64)> = got
+        .iter()
+        .map(|h| (h.page_size_bytes, h.limit_bytes))
+        .collect();
     got.sort_unstable();
-    if want == got { Ok(()) } else { Err(format!("hugePageLimit: expected {want:?}, got {got:?}")) }
+    if want == got {
+        Ok(())
+    } else {
+        Err(format!("hugePageLimit: expected {want:?}, got {got:?}"))
+    }
 }
 
 fn hugepage_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseResultText {
     let pod = pod(&serde_json::json!({
         "spec": {"containers": [{"name": "c", "resources": {"requests": input["resourceList"].clone()}}]}
     }))?;
-    let node = NodeSettings { cpu_cfs_quota: Some(false), ..empty_node() };
+    let node = NodeSettings {
+        cpu_cfs_quota: Some(false),
+        ..empty_node()
+    };
     let rc = call(policy.pod_resource_config(&pod, &node))?;
-    compare_hugepages(&expected["hugePageLimitBytesByPageSizeBytes"], rc.hugepage_limits.as_deref().unwrap_or_default())
+    compare_hugepages(
+        &expected["hugePageLimitBytesByPageSizeBytes"],
+        rc.hugepage_limits.as_deref().unwrap_or_default(),
+    )
 }
 
-fn qos_case(policy: &PolicyRuntime, function: &str, input: &Value, expected: &Value) -> CaseResultText {
+fn qos_case(
+    policy: &PolicyRuntime,
+    function: &str,
+    input: &Value,
+    expected: &Value,
+) -> CaseResultText {
     let mut pod = pod(&input["pod"])?;
     if function == "ComputePodQOS" {
         pod.status.qos_class = None;
@@ -420,15 +597,28 @@ fn qos_case(policy: &PolicyRuntime, function: &str, input: &Value, expected: &Va
         QosClass::Burstable => "Burstable",
         QosClass::BestEffort => "BestEffort",
     };
-    let want = expected["qosClass"].as_str().ok_or("expected.qosClass is not a string")?;
-    if got == want { Ok(()) } else { Err(format!("expected {want}, got {got}")) }
+    let want = expected["qosClass"]
+        .as_str()
+        .ok_or("expected.qosClass is not a string")?;
+    if got == want {
+        Ok(())
+    } else {
+        Err(format!("expected {want}, got {got}"))
+    }
 }
 
-fn requirements_map(r: &Option<wit::ResourceRequirements>) -> (Vec<ResourceAmount>, Vec<ResourceAmount>) {
+fn requirements_map(
+    r: &Option<wit::ResourceRequirements>,
+) -> (Vec<ResourceAmount>, Vec<ResourceAmount>) {
     let amounts = |l: &Option<wit::ResourceList>| {
         l.iter()
             .flatten()
-            .map(|q| ResourceAmount { name: q.name.clone(), quantity: q.quantity.clone(), milli_value: 0, value: 0 })
+            .map(|q| ResourceAmount {
+                name: q.name.clone(),
+                quantity: q.quantity.clone(),
+                milli_value: 0,
+                value: 0,
+            })
             .collect()
     };
     match r {
@@ -437,14 +627,20 @@ fn requirements_map(r: &Option<wit::ResourceRequirements>) -> (Vec<ResourceAmoun
     }
 }
 
-fn compare_requirements(what: &str, expected: &Value, got: &Option<wit::ResourceRequirements>) -> CaseResultText {
+fn compare_requirements(
+    what: &str,
+    expected: &Value,
+    got: &Option<wit::ResourceRequirements>,
+) -> CaseResultText {
     let (requests, limits) = requirements_map(got);
     match expected {
         Value::Null => {
             if requests.is_empty() && limits.is_empty() {
                 Ok(())
             } else {
-                Err(format!("{what}: expected no resources, got requests {requests:?} limits {limits:?}"))
+                Err(format!(
+                    "{what}: expected no resources, got requests {requests:?} limits {limits:?}"
+                ))
             }
         }
         Value::Object(m) if m.is_empty() => {
@@ -475,10 +671,19 @@ fn defaulting_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> C
         compare_requirements("spec.resources", resources, &defaulted.pod.spec.resources)?;
     }
     for key in ["containers", "initContainers"] {
-        let Some(map) = want.get(key).and_then(Value::as_object) else { continue };
-        let list = if key == "containers" { &defaulted.pod.spec.containers } else { &defaulted.pod.spec.init_containers };
+        let Some(map) = want.get(key).and_then(Value::as_object) else {
+            continue;
+        };
+        let list = if key == "containers" {
+            &defaulted.pod.spec.containers
+        } else {
+            &defaulted.pod.spec.init_containers
+        };
         for (name, resources) in map {
-            let c = list.iter().find(|c| &c.name == name).ok_or_else(|| format!("no {key} entry `{name}`"))?;
+            let c = list
+                .iter()
+                .find(|c| &c.name == name)
+                .ok_or_else(|| format!("no {key} entry `{name}`"))?;
             compare_requirements(&format!("{key}[{name}]"), resources, &c.resources)?;
         }
     }
@@ -492,9 +697,14 @@ fn validation_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> C
         .map_err(|e| format!("calling the component failed: {e:#}"))?;
     let want_valid = expect_bool(expected, "valid")?;
     if errors.is_empty() != want_valid {
-        return Err(format!("expected valid={want_valid}; errors:\n{}", format_field_errors(&errors)));
+        return Err(format!(
+            "expected valid={want_valid}; errors:\n{}",
+            format_field_errors(&errors)
+        ));
     }
-    let Some(want_errors) = expected.get("errors").and_then(Value::as_array) else { return Ok(()) };
+    let Some(want_errors) = expected.get("errors").and_then(Value::as_array) else {
+        return Ok(());
+    };
     let mut used = vec![false; errors.len()];
     for want in want_errors {
         let field = want["field"].as_str().unwrap_or_default();
@@ -505,7 +715,10 @@ fn validation_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> C
         match found {
             Some(i) => used[i] = true,
             None => {
-                return Err(format!("expected a {reason} error at {field}; got:\n{}", format_field_errors(&errors)));
+                return Err(format!(
+                    "expected a {reason} error at {field}; got:\n{}",
+                    format_field_errors(&errors)
+                ));
             }
         }
     }
@@ -513,10 +726,121 @@ fn validation_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> C
 }
 
 fn factor_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseResultText {
-    let factor = input["factor"].as_f64().ok_or("input.factor is not a number")?;
-    let node = NodeSettings { memory_throttling_factor: Some(factor), ..empty_node() };
-    let errors = policy.validate_node(&node).map_err(|e| format!("calling the component failed: {e:#}"))?;
+    let factor = input["factor"]
+        .as_f64()
+        .ok_or("input.factor is not a number")?;
+    let node = NodeSettings {
+        memory_throttling_factor: Some(factor),
+        ..empty_node()
+    };
+    let errors = policy
+        .validate_node(&node)
+        .map_err(|e| format!("calling the component failed: {e:#}"))?;
     let valid = !errors.iter().any(|e| e.field == "memoryThrottlingFactor");
     let want = expect_bool(expected, "valid")?;
-    if valid == want { Ok(()) } else { Err(format!("expected valid={want}, got {valid}")) }
+    if valid == want {
+        Ok(())
+    } else {
+        Err(format!("expected valid={want}, got {valid}"))
+    }
+}
+
+fn qos_from_name(name: &str) -> std::result::Result<QosClass, String> {
+    match name {
+        "Guaranteed" => Ok(QosClass::Guaranteed),
+        "Burstable" => Ok(QosClass::Burstable),
+        "BestEffort" => Ok(QosClass::BestEffort),
+        other => Err(format!("unknown QoS class `{other}`")),
+    }
+}
+
+/// `ContainerMemoryHigh`: node allocatable, factor and page size go into the
+/// node settings; the container's request/limit and the pod's class are the arguments.
+fn memory_high_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseResultText {
+    let allocatable = input["nodeAllocatableBytes"]
+        .as_u64()
+        .ok_or("input.nodeAllocatableBytes is not a number")?;
+    let node = NodeSettings {
+        allocatable: Some(vec![wit::ResourceQuantity {
+            name: "memory".into(),
+            quantity: allocatable.to_string(),
+        }]),
+        memory_throttling_factor: input["memoryThrottlingFactor"].as_f64(),
+        page_size_bytes: input["pageSizeBytes"].as_u64(),
+        ..empty_node()
+    };
+    let qos = qos_from_name(input["qosClass"].as_str().unwrap_or_default())?;
+    let got = call(policy.container_memory_high(
+        input["requestBytes"].as_u64(),
+        input["limitBytes"].as_u64(),
+        qos,
+        &node,
+    ))?;
+    let want = expected["memoryHigh"].as_u64();
+    if got == want {
+        Ok(())
+    } else {
+        Err(format!("expected memoryHigh {want:?}, got {got:?}"))
+    }
+}
+
+/// `PodMemoryMin`: the pod's and each container's memory.min / memory.low
+/// from `evaluate` on a cgroup v2 node with the given reservation policy
+/// (the node's memory capacity, needed by evaluate, does not affect them).
+fn pod_memory_min_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseResultText {
+    let pod = pod(&input["pod"])?;
+    let node = NodeSettings {
+        capacity: vec![wit::ResourceQuantity {
+            name: "memory".into(),
+            quantity: "1Ti".into(),
+        }],
+        memory_reservation_policy: reservation_policy(input)?,
+        ..node_with_gates(input)
+    };
+    let eval = call(policy.evaluate(&pod, &node))?;
+    let unified_value = |unified: &[(String, String)], key: &str| -> Option<u64> {
+        unified
+            .iter()
+            .find(|(k, _)| k == key)
+            .and_then(|(_, v)| v.parse().ok())
+    };
+    let check =
+        |what: String, want: &Value, unified: &[(String, String)], problems: &mut Vec<String>| {
+            for key in ["memory.min", "memory.low"] {
+                if let Some(want) = want.get(key) {
+                    let got = unified_value(unified, key);
+                    if got != want.as_u64() {
+                        problems.push(format!(
+                            "{what} {key}: expected {:?}, got {got:?}",
+                            want.as_u64()
+                        ));
+                    }
+                }
+            }
+        };
+    let mut problems = Vec::new();
+    check(
+        "pod".into(),
+        &expected["pod"],
+        &eval.pod_resources.unified,
+        &mut problems,
+    );
+    if let Some(containers) = expected["containers"].as_object() {
+        for (name, want) in containers {
+            match eval.containers.iter().find(|c| &c.name == name) {
+                Some(c) => check(
+                    format!("container {name}"),
+                    want,
+                    &c.resources.unified,
+                    &mut problems,
+                ),
+                None => problems.push(format!("no container `{name}` in the evaluation")),
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
 }

@@ -35,7 +35,10 @@ pub mod sysfs;
 
 use anyhow::Result;
 
-use bindings::{DefaultedPod, EffectiveResources, FieldError, NodeSettings, Pod, PodEvaluation, PodResourcesOptions, QosClass, ResourceConfig};
+use bindings::{
+    DefaultedPod, EffectiveResources, FieldError, NodeSettings, Pod, PodEvaluation,
+    PodResourcesOptions, QosClass, ResourceConfig,
+};
 use runtime::PolicyRuntime;
 
 /// A policy answer that may be a list of field errors.
@@ -47,7 +50,11 @@ impl PolicyRuntime {
         self.call(|p, s| p.call_evaluate(s, pod, node))
     }
     /// Export `default-pod`.
-    pub fn default_pod(&self, pod: &Pod, node: &NodeSettings) -> Result<PolicyResult<DefaultedPod>> {
+    pub fn default_pod(
+        &self,
+        pod: &Pod,
+        node: &NodeSettings,
+    ) -> Result<PolicyResult<DefaultedPod>> {
         self.call(|p, s| p.call_default_pod(s, pod, node))
     }
     /// Export `validate-pod`.
@@ -72,11 +79,37 @@ impl PolicyRuntime {
         self.call(|p, s| p.call_qos_class(s, pod, node))
     }
     /// Export `pod-resource-config`.
-    pub fn pod_resource_config(&self, pod: &Pod, node: &NodeSettings) -> Result<PolicyResult<ResourceConfig>> {
+    pub fn pod_resource_config(
+        &self,
+        pod: &Pod,
+        node: &NodeSettings,
+    ) -> Result<PolicyResult<ResourceConfig>> {
         self.call(|p, s| p.call_pod_resource_config(s, pod, node))
     }
+    /// Export `container-memory-high`.
+    pub fn container_memory_high(
+        &self,
+        request: Option<u64>,
+        limit: Option<u64>,
+        qos: QosClass,
+        node: &NodeSettings,
+    ) -> Result<PolicyResult<Option<u64>>> {
+        self.call(|p, s| p.call_container_memory_high(s, request, limit, qos, node))
+    }
+    /// Export `node-memory-qos`.
+    pub fn node_memory_qos(
+        &self,
+        pods: &[Pod],
+        node: &NodeSettings,
+    ) -> Result<PolicyResult<bindings::NodeMemoryQos>> {
+        self.call(|p, s| p.call_node_memory_qos(s, pods, node))
+    }
     /// Export `oom-score-adjust`.
-    pub fn oom_score_adjust(&self, pod: &Pod, node: &NodeSettings) -> Result<PolicyResult<Vec<(String, i32)>>> {
+    pub fn oom_score_adjust(
+        &self,
+        pod: &Pod,
+        node: &NodeSettings,
+    ) -> Result<PolicyResult<Vec<(String, i32)>>> {
         self.call(|p, s| p.call_oom_score_adjust(s, pod, node))
     }
 }
@@ -99,7 +132,12 @@ pub fn format_field_errors(errors: &[FieldError]) -> String {
     errors
         .iter()
         .map(|e| match &e.bad_value {
-            Some(v) => format!("{}: {} ({}: `{v}`)", e.field, e.message, reason_name(e.reason)),
+            Some(v) => format!(
+                "{}: {} ({}: `{v}`)",
+                e.field,
+                e.message,
+                reason_name(e.reason)
+            ),
             None => format!("{}: {} ({})", e.field, e.message, reason_name(e.reason)),
         })
         .collect::<Vec<_>>()
@@ -134,11 +172,41 @@ pub fn empty_node() -> NodeSettings {
         topology_manager_scope: None,
         topology_manager_policy_options: Vec::new(),
         feature_gates: Vec::new(),
+        kernel_version: None,
     }
 }
 
-/// Explain one pod: validate, default, evaluate (the `explain` command).
-pub fn explain(policy: &PolicyRuntime, doc: &pod_input::PodDocument, node: &NodeSettings) -> Result<output::Explanation> {
+/// Explain pods on a node: each pod validated, defaulted and evaluated, then
+/// the node-level Memory QoS values over the valid ones (the `explain` command).
+pub fn explain_all(
+    policy: &PolicyRuntime,
+    docs: &[pod_input::PodDocument],
+    node: &NodeSettings,
+) -> Result<output::Report> {
+    let mut pods = Vec::new();
+    let mut admitted = Vec::new();
+    for doc in docs {
+        let (explanation, defaulted) = explain(policy, doc, node)?;
+        pods.push(explanation);
+        admitted.extend(defaulted);
+    }
+    let node_qos = match policy.node_memory_qos(&admitted, node)? {
+        Ok(values) => values,
+        Err(errors) => anyhow::bail!(
+            "node-level evaluation failed:\n{}",
+            format_field_errors(&errors)
+        ),
+    };
+    Ok(output::Report::new(pods, &node.name, &node_qos))
+}
+
+/// Explain one pod: validate, default, evaluate. Returns the explanation and,
+/// when the pod is valid, its defaulted form.
+pub fn explain(
+    policy: &PolicyRuntime,
+    doc: &pod_input::PodDocument,
+    node: &NodeSettings,
+) -> Result<(output::Explanation, Option<Pod>)> {
     let name = if doc.pod.namespace.is_empty() {
         doc.pod.name.clone()
     } else {
@@ -146,15 +214,29 @@ pub fn explain(policy: &PolicyRuntime, doc: &pod_input::PodDocument, node: &Node
     };
     let errors = policy.validate_pod(&doc.pod, node)?;
     if !errors.is_empty() {
-        return Ok(output::Explanation::rejected(name, doc.origin.clone(), &errors));
+        return Ok((
+            output::Explanation::rejected(name, doc.origin.clone(), &errors),
+            None,
+        ));
     }
     let defaulted = match policy.default_pod(&doc.pod, node)? {
         Ok(d) => d,
-        Err(errors) => return Ok(output::Explanation::rejected(name, doc.origin.clone(), &errors)),
+        Err(errors) => {
+            return Ok((
+                output::Explanation::rejected(name, doc.origin.clone(), &errors),
+                None,
+            ));
+        }
     };
     match policy.evaluate(&defaulted.pod, node)? {
-        Ok(eval) => Ok(output::Explanation::evaluated(name, doc.origin.clone(), &defaulted.patch, &eval)),
-        Err(errors) => Ok(output::Explanation::rejected(name, doc.origin.clone(), &errors)),
+        Ok(eval) => Ok((
+            output::Explanation::evaluated(name, doc.origin.clone(), &defaulted.patch, &eval),
+            Some(defaulted.pod),
+        )),
+        Err(errors) => Ok((
+            output::Explanation::rejected(name, doc.origin.clone(), &errors),
+            None,
+        )),
     }
 }
 

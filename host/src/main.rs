@@ -12,10 +12,14 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 
 use podpolicy::runtime::{Cache, Limits, PolicyRuntime};
-use podpolicy::{conformance, explain, node_input, pod_input};
+use podpolicy::{conformance, explain_all, node_input, pod_input};
 
 #[derive(Parser)]
-#[command(name = "podpolicy", version, about = "Kubernetes node-side pod resource policy, run as a sandboxed WebAssembly component")]
+#[command(
+    name = "podpolicy",
+    version,
+    about = "Kubernetes node-side pod resource policy, run as a sandboxed WebAssembly component"
+)]
 struct Cli {
     /// Policy component to run instead of the embedded default.
     #[arg(long, global = true, value_name = "FILE.wasm")]
@@ -124,7 +128,11 @@ fn load_policy(cli: &Cli) -> Result<PolicyRuntime> {
     }
 }
 
-fn print(format: Format, table: impl FnOnce() -> String, value: &impl serde::Serialize) -> Result<()> {
+fn print(
+    format: Format,
+    table: impl FnOnce() -> String,
+    value: &impl serde::Serialize,
+) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
     match format {
         Format::Table => stdout.write_all(table().as_bytes())?,
@@ -140,7 +148,9 @@ fn print(format: Format, table: impl FnOnce() -> String, value: &impl serde::Ser
 fn run(cli: Cli) -> Result<ExitCode> {
     let policy = load_policy(&cli)?;
     match &cli.command {
-        Command::Policy { command: PolicyCommand::Info { output } } => {
+        Command::Policy {
+            command: PolicyCommand::Info { output },
+        } => {
             let info = policy.info();
             let value = serde_json::json!({
                 "policyVersion": info.policy_version,
@@ -154,7 +164,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 || {
                     let mut s = format!(
                         "policy version      {}\nWIT package         podpolicy:policy@{}\nKubernetes version  {}\ndigest              sha256:{}\nfeature gates (defaults):\n",
-                        info.policy_version, info.wit_version, info.kubernetes_version, policy.digest()
+                        info.policy_version,
+                        info.wit_version,
+                        info.kubernetes_version,
+                        policy.digest()
                     );
                     for g in &info.feature_gates {
                         s.push_str(&format!("  {:<44} {}\n", g.name, g.enabled));
@@ -165,13 +178,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
             )?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Policy { command: PolicyCommand::Export { path } } => {
+        Command::Policy {
+            command: PolicyCommand::Export { path },
+        } => {
             let bytes = match &cli.policy {
-                Some(source) => std::fs::read(source).with_context(|| format!("reading {}", source.display()))?,
+                Some(source) => std::fs::read(source)
+                    .with_context(|| format!("reading {}", source.display()))?,
                 None => podpolicy::runtime::EMBEDDED_POLICY.to_vec(),
             };
             std::fs::write(path, &bytes).with_context(|| format!("writing {}", path.display()))?;
-            eprintln!("wrote {} ({} bytes, sha256:{})", path.display(), bytes.len(), policy.digest());
+            eprintln!(
+                "wrote {} ({} bytes, sha256:{})",
+                path.display(),
+                bytes.len(),
+                policy.digest()
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Explain { pods, node, output } => {
@@ -181,22 +202,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let node_errors = policy.validate_node(&node)?;
             if !node_errors.is_empty() {
-                anyhow::bail!("invalid node settings:\n{}", podpolicy::format_field_errors(&node_errors));
+                anyhow::bail!(
+                    "invalid node settings:\n{}",
+                    podpolicy::format_field_errors(&node_errors)
+                );
             }
-            let mut explanations = Vec::new();
+            let mut docs = Vec::new();
             for path in pods {
-                for doc in pod_input::read_pods(path)? {
-                    explanations.push(explain(&policy, &doc, &node)?);
-                }
+                docs.extend(pod_input::read_pods(path)?);
             }
-            let rejected = explanations.iter().any(|e| !e.errors.is_empty());
-            let value = if explanations.len() == 1 {
-                serde_json::to_value(&explanations[0])?
+            let report = explain_all(&policy, &docs, &node)?;
+            print(*output, || report.to_table(), &report)?;
+            Ok(if report.any_rejected() {
+                ExitCode::from(1)
             } else {
-                serde_json::to_value(&explanations)?
-            };
-            print(*output, || explanations.iter().map(|e| e.to_table()).collect::<Vec<_>>().join("\n"), &value)?;
-            Ok(if rejected { ExitCode::from(1) } else { ExitCode::SUCCESS })
+                ExitCode::SUCCESS
+            })
         }
         Command::Conformance { files } => {
             let mut total = conformance::Totals::default();
@@ -207,7 +228,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 stdout.write_all(report.render().as_bytes())?;
             }
             writeln!(stdout, "total: {total}")?;
-            Ok(if total.failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+            Ok(if total.failed > 0 {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
         }
     }
 }

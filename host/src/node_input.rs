@@ -30,6 +30,8 @@ pub struct NodeFile {
     pub page_size: Option<u64>,
     /// `linear` (default) or `logarithmic` container cpu.weight curve.
     pub cpu_weight_curve: Option<String>,
+    /// Kernel release (`uname -r`), for the Memory QoS kernel check.
+    pub kernel_version: Option<String>,
     /// The kubelet configuration (KubeletConfiguration field names).
     #[serde(default)]
     pub kubelet_config: KubeletConfig,
@@ -57,7 +59,10 @@ impl QuantityText {
 /// The KubeletConfiguration fields podpolicy reads.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[allow(missing_docs, reason = "each field is the KubeletConfiguration field of the same name")]
+#[allow(
+    missing_docs,
+    reason = "each field is the KubeletConfiguration field of the same name"
+)]
 pub struct KubeletConfig {
     pub cgroup_driver: Option<String>,
     #[serde(rename = "cgroupsPerQOS")]
@@ -104,19 +109,31 @@ pub struct ReservedMemory {
 
 fn resource_list(map: &BTreeMap<String, QuantityText>) -> wit::ResourceList {
     map.iter()
-        .map(|(name, q)| wit::ResourceQuantity { name: name.clone(), quantity: q.text() })
+        .map(|(name, q)| wit::ResourceQuantity {
+            name: name.clone(),
+            quantity: q.text(),
+        })
         .collect()
 }
 
 fn options(map: &BTreeMap<String, String>) -> Vec<wit::PolicyOption> {
-    map.iter().map(|(name, value)| wit::PolicyOption { name: name.clone(), value: value.clone() }).collect()
+    map.iter()
+        .map(|(name, value)| wit::PolicyOption {
+            name: name.clone(),
+            value: value.clone(),
+        })
+        .collect()
 }
 
 /// Parse a Go duration such as `100ms`, `1s`, `5000us` into microseconds.
 pub fn parse_duration_us(text: &str) -> Result<u64> {
-    let split = text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let value: f64 = number.parse().map_err(|_| anyhow!("`{text}` is not a duration such as 100ms"))?;
+    let value: f64 = number
+        .parse()
+        .map_err(|_| anyhow!("`{text}` is not a duration such as 100ms"))?;
     let factor = match unit {
         "us" | "µs" => 1.0,
         "ms" => 1_000.0,
@@ -140,7 +157,9 @@ impl NodeFile {
         let cgroup_driver = match k.cgroup_driver.as_deref() {
             None | Some("cgroupfs") => wit::CgroupDriver::Cgroupfs,
             Some("systemd") => wit::CgroupDriver::Systemd,
-            Some(other) => bail!("kubeletConfig.cgroupDriver: `{other}` is not cgroupfs or systemd"),
+            Some(other) => {
+                bail!("kubeletConfig.cgroupDriver: `{other}` is not cgroupfs or systemd")
+            }
         };
         let memory_reservation_policy = match k.memory_reservation_policy.as_deref() {
             None => None,
@@ -187,7 +206,10 @@ impl NodeFile {
             reserved_memory: k
                 .reserved_memory
                 .iter()
-                .map(|r| wit::NumaReservedMemory { numa_node: r.numa_node, limits: resource_list(&r.limits) })
+                .map(|r| wit::NumaReservedMemory {
+                    numa_node: r.numa_node,
+                    limits: resource_list(&r.limits),
+                })
                 .collect(),
             topology_manager_policy: k.topology_manager_policy.clone(),
             topology_manager_scope: k.topology_manager_scope.clone(),
@@ -195,8 +217,12 @@ impl NodeFile {
             feature_gates: k
                 .feature_gates
                 .iter()
-                .map(|(name, enabled)| wit::FeatureGate { name: name.clone(), enabled: *enabled })
+                .map(|(name, enabled)| wit::FeatureGate {
+                    name: name.clone(),
+                    enabled: *enabled,
+                })
                 .collect(),
+            kernel_version: self.kernel_version.clone(),
         })
     }
 }
@@ -206,7 +232,10 @@ pub fn read_node(path: &Path) -> Result<wit::NodeSettings> {
     let (origin, text) = read_input(path)?;
     let docs = parse_documents(&origin, &text)?;
     let [doc] = docs.as_slice() else {
-        bail!("{origin}: expected exactly one node document, found {}", docs.len());
+        bail!(
+            "{origin}: expected exactly one node document, found {}",
+            docs.len()
+        );
     };
     let file: NodeFile = serde_path_to_error::deserialize(doc)
         .map_err(|e| anyhow!("{origin}: {}: {}", e.path(), e.inner()))?;
@@ -217,22 +246,38 @@ pub fn read_node(path: &Path) -> Result<wit::NodeSettings> {
 /// `proc_root` and `cgroup_root` are explicit so tests can point elsewhere.
 pub fn local_node(proc_root: &Path, cgroup_root: &Path) -> Result<wit::NodeSettings> {
     let meminfo_path = proc_root.join("meminfo");
-    let meminfo = std::fs::read_to_string(&meminfo_path).with_context(|| format!("reading {}", meminfo_path.display()))?;
+    let meminfo = std::fs::read_to_string(&meminfo_path)
+        .with_context(|| format!("reading {}", meminfo_path.display()))?;
     let mem_kib: u64 = meminfo
         .lines()
         .find_map(|l| l.strip_prefix("MemTotal:"))
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
         .ok_or_else(|| anyhow!("{}: no MemTotal line", meminfo_path.display()))?;
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let cgroup_version = if cgroup_root.join("cgroup.controllers").exists() { "v2" } else { "v1" };
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let cgroup_version = if cgroup_root.join("cgroup.controllers").exists() {
+        "v2"
+    } else {
+        "v1"
+    };
     let file = NodeFile {
         name: "localhost".into(),
         capacity: BTreeMap::from([
             ("cpu".to_string(), QuantityText::Text(cpus.to_string())),
-            ("memory".to_string(), QuantityText::Text(format!("{mem_kib}Ki"))),
+            (
+                "memory".to_string(),
+                QuantityText::Text(format!("{mem_kib}Ki")),
+            ),
         ]),
         cgroup_version: Some(cgroup_version.into()),
-        page_size: nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE).ok().flatten().map(|p| p as u64),
+        kernel_version: std::fs::read_to_string(proc_root.join("sys/kernel/osrelease"))
+            .ok()
+            .map(|v| v.trim().to_string()),
+        page_size: nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+            .ok()
+            .flatten()
+            .map(|p| p as u64),
         ..NodeFile::default()
     };
     file.to_wit()

@@ -9,7 +9,10 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::bindings::{ContainerKind, FieldError, PatchOperation, PatchValue, PodEvaluation, QosClass, ResourceAmount};
+use crate::bindings::{
+    ContainerKind, FieldError, NodeCgroup, NodeMemoryQos, PatchOperation, PatchValue,
+    PodEvaluation, QosClass, ResourceAmount,
+};
 use crate::reason_name;
 
 /// One field error, for output.
@@ -29,7 +32,12 @@ pub struct ErrorOut {
 
 impl From<&FieldError> for ErrorOut {
     fn from(e: &FieldError) -> Self {
-        ErrorOut { field: e.field.clone(), reason: reason_name(e.reason).to_string(), message: e.message.clone(), bad_value: e.bad_value.clone() }
+        ErrorOut {
+            field: e.field.clone(),
+            reason: reason_name(e.reason).to_string(),
+            message: e.message.clone(),
+            bad_value: e.bad_value.clone(),
+        }
     }
 }
 
@@ -47,7 +55,16 @@ pub struct PatchOut {
 /// Convert WIT patch operations to JSON Patch values.
 pub fn patch_json(ops: &[PatchOperation]) -> Vec<PatchOut> {
     let list = |l: &[crate::bindings::ResourceQuantity]| {
-        serde_json::Value::Object(l.iter().map(|q| (q.name.clone(), serde_json::Value::String(q.quantity.clone()))).collect())
+        serde_json::Value::Object(
+            l.iter()
+                .map(|q| {
+                    (
+                        q.name.clone(),
+                        serde_json::Value::String(q.quantity.clone()),
+                    )
+                })
+                .collect(),
+        )
     };
     ops.iter()
         .map(|op| PatchOut {
@@ -113,10 +130,110 @@ pub struct Explanation {
     /// Per container.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub containers: Vec<ContainerOut>,
+    /// Notes from the policy (e.g. an old kernel for Memory QoS).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// Node-level values for the explained pods.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeOut {
+    /// Node name.
+    pub name: String,
+    /// Memory QoS files per node-level cgroup (`kubepods`, `burstable`, ...).
+    pub memory_qos: BTreeMap<String, BTreeMap<String, String>>,
+    /// Notes from the policy.
+    pub warnings: Vec<String>,
+}
+
+/// The whole `explain` output: every pod, then the node.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// Per pod, in input order.
+    pub pods: Vec<Explanation>,
+    /// Node-level values over the valid pods.
+    pub node: NodeOut,
+}
+
+fn node_cgroup_name(cgroup: NodeCgroup) -> &'static str {
+    match cgroup {
+        NodeCgroup::Kubepods => "kubepods",
+        NodeCgroup::Burstable => "burstable",
+        NodeCgroup::Besteffort => "besteffort",
+        NodeCgroup::KubeReserved => "kube-reserved",
+        NodeCgroup::SystemReserved => "system-reserved",
+    }
+}
+
+impl Report {
+    /// Assemble the report.
+    pub fn new(pods: Vec<Explanation>, node_name: &str, node: &NodeMemoryQos) -> Report {
+        Report {
+            pods,
+            node: NodeOut {
+                name: node_name.to_string(),
+                memory_qos: node
+                    .cgroups
+                    .iter()
+                    .map(|c| {
+                        let files = c
+                            .files
+                            .iter()
+                            .map(|f| (f.file.clone(), f.value.clone()))
+                            .collect();
+                        (node_cgroup_name(c.cgroup).to_string(), files)
+                    })
+                    .collect(),
+                warnings: node.warnings.clone(),
+            },
+        }
+    }
+
+    /// Whether any pod was rejected.
+    pub fn any_rejected(&self) -> bool {
+        self.pods.iter().any(|p| !p.errors.is_empty())
+    }
+
+    /// A plain-text rendering for a terminal.
+    pub fn to_table(&self) -> String {
+        let mut out = self
+            .pods
+            .iter()
+            .map(Explanation::to_table)
+            .collect::<Vec<_>>()
+            .join("\n");
+        if !self.node.memory_qos.is_empty() || !self.node.warnings.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nNODE {}",
+                if self.node.name.is_empty() {
+                    "-"
+                } else {
+                    &self.node.name
+                }
+            );
+            for (cgroup, files) in &self.node.memory_qos {
+                let files = files
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let _ = writeln!(out, "  {cgroup:<16} {files}");
+            }
+            for w in &self.node.warnings {
+                let _ = writeln!(out, "  warning: {w}");
+            }
+        }
+        out
+    }
 }
 
 fn amounts(list: &[ResourceAmount]) -> BTreeMap<String, String> {
-    list.iter().map(|a| (a.name.clone(), a.quantity.clone())).collect()
+    list.iter()
+        .map(|a| (a.name.clone(), a.quantity.clone()))
+        .collect()
 }
 
 /// The Kubernetes spelling of a QoS class.
@@ -150,11 +267,17 @@ impl Explanation {
             limits: None,
             pod_cgroup: None,
             containers: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 
     /// An explanation of an evaluated pod.
-    pub fn evaluated(pod: String, source: String, patch: &[PatchOperation], eval: &PodEvaluation) -> Explanation {
+    pub fn evaluated(
+        pod: String,
+        source: String,
+        patch: &[PatchOperation],
+        eval: &PodEvaluation,
+    ) -> Explanation {
         Explanation {
             pod,
             source,
@@ -163,7 +286,12 @@ impl Explanation {
             qos_class: Some(qos_name(eval.qos_class).to_string()),
             requests: Some(amounts(&eval.effective.requests)),
             limits: Some(amounts(&eval.effective.limits)),
-            pod_cgroup: Some(eval.pod_cgroup_files.iter().map(|f| (f.file.clone(), f.value.clone())).collect()),
+            pod_cgroup: Some(
+                eval.pod_cgroup_files
+                    .iter()
+                    .map(|f| (f.file.clone(), f.value.clone()))
+                    .collect(),
+            ),
             containers: eval
                 .containers
                 .iter()
@@ -171,9 +299,14 @@ impl Explanation {
                     name: c.name.clone(),
                     kind: kind_name(c.kind).to_string(),
                     oom_score_adj: c.oom_score_adj,
-                    cgroup: c.cgroup_files.iter().map(|f| (f.file.clone(), f.value.clone())).collect(),
+                    cgroup: c
+                        .cgroup_files
+                        .iter()
+                        .map(|f| (f.file.clone(), f.value.clone()))
+                        .collect(),
                 })
                 .collect(),
+            warnings: eval.warnings.clone(),
         }
     }
 
@@ -193,13 +326,24 @@ impl Explanation {
         }
         let map = |m: &Option<BTreeMap<String, String>>| {
             m.as_ref().map_or_else(String::new, |m| {
-                if m.is_empty() { "-".to_string() } else { m.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ") }
+                if m.is_empty() {
+                    "-".to_string()
+                } else {
+                    m.iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                }
             })
         };
         let _ = writeln!(out, "  requests       {}", map(&self.requests));
         let _ = writeln!(out, "  limits         {}", map(&self.limits));
         if !self.defaulting_patch.is_empty() {
-            let _ = writeln!(out, "  defaulting     {} patch operation(s)", self.defaulting_patch.len());
+            let _ = writeln!(
+                out,
+                "  defaulting     {} patch operation(s)",
+                self.defaulting_patch.len()
+            );
             for op in &self.defaulting_patch {
                 let _ = writeln!(out, "    {} {} {}", op.op, op.path, op.value);
             }
@@ -210,10 +354,26 @@ impl Explanation {
                 let _ = writeln!(out, "    {file:<22} {value}");
             }
         }
-        let _ = writeln!(out, "  {:<24} {:<8} {:>13}  cgroup", "CONTAINER", "KIND", "OOM_SCORE_ADJ");
+        let _ = writeln!(
+            out,
+            "  {:<24} {:<8} {:>13}  cgroup",
+            "CONTAINER", "KIND", "OOM_SCORE_ADJ"
+        );
         for c in &self.containers {
-            let files = c.cgroup.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
-            let _ = writeln!(out, "  {:<24} {:<8} {:>13}  {files}", c.name, c.kind, c.oom_score_adj);
+            let files = c
+                .cgroup
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let _ = writeln!(
+                out,
+                "  {:<24} {:<8} {:>13}  {files}",
+                c.name, c.kind, c.oom_score_adj
+            );
+        }
+        for w in &self.warnings {
+            let _ = writeln!(out, "  warning: {w}");
         }
         out
     }

@@ -35,16 +35,29 @@ pub fn read_input(path: &Path) -> Result<(String, String)> {
             .context("reading stdin")?;
         ("<stdin>".to_string(), bytes)
     } else {
-        let meta = std::fs::metadata(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        let meta =
+            std::fs::metadata(path).with_context(|| format!("{}: cannot read", path.display()))?;
         if meta.len() > MAX_INPUT_BYTES as u64 {
-            bail!("{}: file is {} bytes; the limit is {MAX_INPUT_BYTES}", path.display(), meta.len());
+            bail!(
+                "{}: file is {} bytes; the limit is {MAX_INPUT_BYTES}",
+                path.display(),
+                meta.len()
+            );
         }
-        (path.display().to_string(), std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?)
+        (
+            path.display().to_string(),
+            std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?,
+        )
     };
     if bytes.len() > MAX_INPUT_BYTES {
         bail!("{origin}: input is larger than {MAX_INPUT_BYTES} bytes");
     }
-    let text = String::from_utf8(bytes).map_err(|e| anyhow!("{origin}: not UTF-8 text (byte {})", e.utf8_error().valid_up_to()))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        anyhow!(
+            "{origin}: not UTF-8 text (byte {})",
+            e.utf8_error().valid_up_to()
+        )
+    })?;
     Ok((origin, text))
 }
 
@@ -52,8 +65,14 @@ pub fn read_input(path: &Path) -> Result<(String, String)> {
 pub fn parse_documents(origin: &str, text: &str) -> Result<Vec<Value>> {
     let mut docs = Vec::new();
     for (i, document) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-        let value: Value = serde_path_to_error::deserialize(document)
-            .map_err(|e| anyhow!("{origin}: document {}: {}: {}", i + 1, display_path(e.path()), e.inner()))?;
+        let value: Value = serde_path_to_error::deserialize(document).map_err(|e| {
+            anyhow!(
+                "{origin}: document {}: {}: {}",
+                i + 1,
+                display_path(e.path()),
+                e.inner()
+            )
+        })?;
         if !value.is_null() {
             docs.push(value);
         }
@@ -63,7 +82,11 @@ pub fn parse_documents(origin: &str, text: &str) -> Result<Vec<Value>> {
 
 fn display_path(path: &serde_path_to_error::Path) -> String {
     let text = path.to_string();
-    if text == "." { "(top level)".to_string() } else { text }
+    if text == "." {
+        "(top level)".to_string()
+    } else {
+        text
+    }
 }
 
 /// Read every pod in `path`.
@@ -73,10 +96,18 @@ pub fn read_pods(path: &Path) -> Result<Vec<PodDocument>> {
     let multiple = docs.len() > 1;
     let mut pods = Vec::new();
     for (i, doc) in docs.into_iter().enumerate() {
-        let doc_origin = if multiple { format!("{origin}#{}", i + 1) } else { origin.clone() };
+        let doc_origin = if multiple {
+            format!("{origin}#{}", i + 1)
+        } else {
+            origin.clone()
+        };
         match doc.get("kind").and_then(Value::as_str) {
             Some("List") | Some("PodList") => {
-                let items = doc.get("items").and_then(Value::as_array).cloned().unwrap_or_default();
+                let items = doc
+                    .get("items")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
                 for (j, item) in items.into_iter().enumerate() {
                     pods.push(pod_document(format!("{doc_origin}#items[{j}]"), item)?);
                 }
@@ -100,19 +131,26 @@ fn pod_document(origin: String, json: Value) -> Result<PodDocument> {
 }
 
 /// Resource maps whose values may be written as bare YAML numbers (`cpu: 2`).
-const QUANTITY_MAPS: &[&str] = &["requests", "limits", "overhead", "allocatedResources", "capacity", "allocatable"];
+const QUANTITY_MAPS: &[&str] = &[
+    "requests",
+    "limits",
+    "overhead",
+    "allocatedResources",
+    "capacity",
+    "allocatable",
+];
 
 /// Quantities may be YAML numbers; the API accepts them, k8s-openapi wants strings.
 fn stringify_quantities(value: &mut Value) {
     match value {
         Value::Object(map) => {
             for (key, child) in map.iter_mut() {
-                if QUANTITY_MAPS.contains(&key.as_str()) {
-                    if let Value::Object(entries) = child {
-                        for entry in entries.values_mut() {
-                            if let Value::Number(n) = entry {
-                                *entry = Value::String(n.to_string());
-                            }
+                if QUANTITY_MAPS.contains(&key.as_str())
+                    && let Value::Object(entries) = child
+                {
+                    for entry in entries.values_mut() {
+                        if let Value::Number(n) = entry {
+                            *entry = Value::String(n.to_string());
                         }
                     }
                 }
@@ -134,9 +172,16 @@ pub fn pod_from_json(json: &Value) -> Result<wit::Pod> {
     // k8s-openapi 1.36 knows the alpha claim status as a flat `resources`
     // map; newer servers send `mapping` and `overhead`. Read both shapes.
     if let Some(claims) = json.pointer("/status/nodeAllocatableResourceClaimStatuses") {
-        let claims: Vec<ClaimStatusJson> = serde_path_to_error::deserialize(claims)
-            .map_err(|e| anyhow!("status.nodeAllocatableResourceClaimStatuses{}: {}", display_path(e.path()), e.inner()))?;
-        out.status.node_allocatable_claim_statuses = claims.into_iter().map(ClaimStatusJson::into_wit).collect();
+        let claims: Vec<ClaimStatusJson> =
+            serde_path_to_error::deserialize(claims).map_err(|e| {
+                anyhow!(
+                    "status.nodeAllocatableResourceClaimStatuses{}: {}",
+                    display_path(e.path()),
+                    e.inner()
+                )
+            })?;
+        out.status.node_allocatable_claim_statuses =
+            claims.into_iter().map(ClaimStatusJson::into_wit).collect();
     }
     Ok(out)
 }
@@ -177,7 +222,10 @@ impl ClaimStatusJson {
             .into_iter()
             .map(|(name, quantity)| wit::ResourceQuantity { name, quantity })
             .collect();
-        mapping.extend(self.mapping.into_iter().map(|m| wit::ResourceQuantity { name: m.name, quantity: m.quantity }));
+        mapping.extend(self.mapping.into_iter().map(|m| wit::ResourceQuantity {
+            name: m.name,
+            quantity: m.quantity,
+        }));
         wit::NodeAllocatableClaimStatus {
             claim_name: self.resource_claim_name,
             containers: self.containers,
@@ -185,22 +233,36 @@ impl ClaimStatusJson {
             overhead: self
                 .overhead
                 .into_iter()
-                .map(|o| wit::ClaimOverhead { name: o.name, per_pod: o.per_pod, per_container: o.per_container })
+                .map(|o| wit::ClaimOverhead {
+                    name: o.name,
+                    per_pod: o.per_pod,
+                    per_container: o.per_container,
+                })
                 .collect(),
         }
     }
 }
 
-fn list(map: &Option<std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>) -> Option<wit::ResourceList> {
+fn list(
+    map: &Option<
+        std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    >,
+) -> Option<wit::ResourceList> {
     map.as_ref().map(|m| {
         m.iter()
-            .map(|(name, q)| wit::ResourceQuantity { name: name.clone(), quantity: q.0.clone() })
+            .map(|(name, q)| wit::ResourceQuantity {
+                name: name.clone(),
+                quantity: q.0.clone(),
+            })
             .collect()
     })
 }
 
 fn requirements(r: &Option<core::ResourceRequirements>) -> Option<wit::ResourceRequirements> {
-    r.as_ref().map(|r| wit::ResourceRequirements { requests: list(&r.requests), limits: list(&r.limits) })
+    r.as_ref().map(|r| wit::ResourceRequirements {
+        requests: list(&r.requests),
+        limits: list(&r.limits),
+    })
 }
 
 fn container(c: &core::Container) -> wit::Container {
@@ -212,7 +274,10 @@ fn container(c: &core::Container) -> wit::Container {
             .resize_policy
             .iter()
             .flatten()
-            .map(|p| wit::ContainerResizePolicy { resource_name: p.resource_name.clone(), restart_policy: p.restart_policy.clone() })
+            .map(|p| wit::ContainerResizePolicy {
+                resource_name: p.resource_name.clone(),
+                restart_policy: p.restart_policy.clone(),
+            })
             .collect(),
     }
 }
@@ -251,8 +316,18 @@ pub fn pod_to_wit(pod: &core::Pod) -> wit::Pod {
             .collect(),
         spec: wit::PodSpec {
             containers: spec.containers.iter().map(container).collect(),
-            init_containers: spec.init_containers.iter().flatten().map(container).collect(),
-            ephemeral_containers: spec.ephemeral_containers.iter().flatten().map(ephemeral).collect(),
+            init_containers: spec
+                .init_containers
+                .iter()
+                .flatten()
+                .map(container)
+                .collect(),
+            ephemeral_containers: spec
+                .ephemeral_containers
+                .iter()
+                .flatten()
+                .map(ephemeral)
+                .collect(),
             resources: requirements(&spec.resources),
             overhead: list(&spec.overhead),
             priority: spec.priority,
@@ -265,12 +340,21 @@ pub fn pod_to_wit(pod: &core::Pod) -> wit::Pod {
             resources: requirements(&st.resources),
             allocated_resources: list(&st.allocated_resources),
             container_statuses: st.container_statuses.iter().flatten().map(status).collect(),
-            init_container_statuses: st.init_container_statuses.iter().flatten().map(status).collect(),
+            init_container_statuses: st
+                .init_container_statuses
+                .iter()
+                .flatten()
+                .map(status)
+                .collect(),
             conditions: st
                 .conditions
                 .iter()
                 .flatten()
-                .map(|c| wit::PodCondition { condition_type: c.type_.clone(), status: c.status.clone(), reason: c.reason.clone() })
+                .map(|c| wit::PodCondition {
+                    condition_type: c.type_.clone(),
+                    status: c.status.clone(),
+                    reason: c.reason.clone(),
+                })
                 .collect(),
             node_allocatable_claim_statuses: st
                 .node_allocatable_resource_claim_statuses
@@ -282,7 +366,10 @@ pub fn pod_to_wit(pod: &core::Pod) -> wit::Pod {
                     mapping: claim
                         .resources
                         .iter()
-                        .map(|(name, q)| wit::ResourceQuantity { name: name.clone(), quantity: q.0.clone() })
+                        .map(|(name, q)| wit::ResourceQuantity {
+                            name: name.clone(),
+                            quantity: q.0.clone(),
+                        })
                         .collect(),
                     overhead: Vec::new(),
                 })

@@ -15,15 +15,19 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder, Trap};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits,
+    StoreLimitsBuilder, Trap,
+};
 
 use crate::bindings::{PodPolicy, PodPolicyPre, PolicyInfo};
 
 /// The policy component built from `policy-wasm/` at build time.
-pub static EMBEDDED_POLICY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/policy.component.wasm"));
+pub static EMBEDDED_POLICY: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/policy.component.wasm"));
 
 /// The WIT package version this host speaks.
-pub const WIT_VERSION: &str = "0.1.0";
+pub const WIT_VERSION: &str = "0.2.0";
 
 /// How often the epoch ticker advances the engine's epoch.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -41,7 +45,11 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { fuel: 2_000_000_000, deadline: Duration::from_secs(2), memory_bytes: 64 << 20 }
+        Limits {
+            fuel: 2_000_000_000,
+            deadline: Duration::from_secs(2),
+            memory_bytes: 64 << 20,
+        }
     }
 }
 
@@ -102,11 +110,14 @@ fn engine_config(limits: &Limits) -> Config {
 fn shared_engine(limits: &Limits) -> Result<Engine> {
     static ENGINES: OnceLock<std::sync::Mutex<Vec<(usize, Engine)>>> = OnceLock::new();
     let engines = ENGINES.get_or_init(Default::default);
-    let mut engines = engines.lock().map_err(|_| anyhow!("engine registry poisoned"))?;
+    let mut engines = engines
+        .lock()
+        .map_err(|_| anyhow!("engine registry poisoned"))?;
     if let Some((_, engine)) = engines.iter().find(|(mem, _)| *mem == limits.memory_bytes) {
         return Ok(engine.clone());
     }
-    let engine = Engine::new(&engine_config(limits)).map_err(|e| anyhow!("creating the wasmtime engine: {e:#}"))?;
+    let engine = Engine::new(&engine_config(limits))
+        .map_err(|e| anyhow!("creating the wasmtime engine: {e:#}"))?;
     let weak = engine.weak();
     std::thread::Builder::new()
         .name("podpolicy-epoch".into())
@@ -124,7 +135,10 @@ fn shared_engine(limits: &Limits) -> Result<Engine> {
 
 /// Hex SHA-256 of a module.
 pub fn digest(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn compat_key(engine: &Engine) -> String {
@@ -133,7 +147,12 @@ fn compat_key(engine: &Engine) -> String {
     format!("{:016x}", hasher.finish())
 }
 
-fn load_or_compile(engine: &Engine, wasm: &[u8], digest: &str, cache: &Cache) -> Result<(Component, bool)> {
+fn load_or_compile(
+    engine: &Engine,
+    wasm: &[u8],
+    digest: &str,
+    cache: &Cache,
+) -> Result<(Component, bool)> {
     let cached = match cache {
         Cache::Off => None,
         Cache::Dir(dir) => Some(dir.join(format!("{digest}-{}.cwasm", compat_key(engine)))),
@@ -151,11 +170,12 @@ fn load_or_compile(engine: &Engine, wasm: &[u8], digest: &str, cache: &Cache) ->
             }
         }
     }
-    let component = Component::new(engine, wasm).map_err(|e| anyhow!("compiling the policy component: {e:#}"))?;
-    if let Some(path) = cached {
-        if let Err(e) = store_artifact(&component, &path) {
-            tracing::warn!(path = %path.display(), error = %e, "could not cache the compiled policy");
-        }
+    let component = Component::new(engine, wasm)
+        .map_err(|e| anyhow!("compiling the policy component: {e:#}"))?;
+    if let Some(path) = cached
+        && let Err(e) = store_artifact(&component, &path)
+    {
+        tracing::warn!(path = %path.display(), error = %e, "could not cache the compiled policy");
     }
     Ok((component, false))
 }
@@ -163,10 +183,13 @@ fn load_or_compile(engine: &Engine, wasm: &[u8], digest: &str, cache: &Cache) ->
 fn store_artifact(component: &Component, path: &Path) -> Result<()> {
     let dir = path.parent().context("cache path has no parent")?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let bytes = component.serialize().map_err(|e| anyhow!("serializing the compiled policy: {e:#}"))?;
+    let bytes = component
+        .serialize()
+        .map_err(|e| anyhow!("serializing the compiled policy: {e:#}"))?;
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming {} into place", tmp.display()))?;
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("renaming {} into place", tmp.display()))?;
     Ok(())
 }
 
@@ -178,8 +201,10 @@ impl PolicyRuntime {
 
     /// Load a policy component from a file.
     pub fn from_file(path: &Path, cache: &Cache, limits: Limits) -> Result<PolicyRuntime> {
-        let bytes = std::fs::read(path).with_context(|| format!("reading policy {}", path.display()))?;
-        PolicyRuntime::from_bytes(&bytes, cache, limits).with_context(|| format!("loading policy {}", path.display()))
+        let bytes =
+            std::fs::read(path).with_context(|| format!("reading policy {}", path.display()))?;
+        PolicyRuntime::from_bytes(&bytes, cache, limits)
+            .with_context(|| format!("loading policy {}", path.display()))
     }
 
     /// Compile (or load from cache), check imports and versions, and prepare instantiation.
@@ -193,7 +218,10 @@ impl PolicyRuntime {
             .map(|(name, _)| name.to_string())
             .collect();
         if !imports.is_empty() {
-            bail!("the policy component imports {}; a policy must import nothing", imports.join(", "));
+            bail!(
+                "the policy component imports {}; a policy must import nothing",
+                imports.join(", ")
+            );
         }
         let linker: Linker<CallState> = Linker::new(&engine);
         let instance_pre = linker
@@ -267,7 +295,9 @@ impl PolicyRuntime {
 /// Turn a wasmtime failure into a message that says which limit was hit.
 fn describe_failure(error: wasmtime::Error, context: &str) -> anyhow::Error {
     match error.downcast_ref::<Trap>() {
-        Some(Trap::OutOfFuel) => anyhow!("{context}: the policy ran out of fuel (its instruction budget)"),
+        Some(Trap::OutOfFuel) => {
+            anyhow!("{context}: the policy ran out of fuel (its instruction budget)")
+        }
         Some(Trap::Interrupt) => anyhow!("{context}: the policy exceeded its time budget"),
         Some(trap) => anyhow!("{context}: the policy trapped: {trap}"),
         None => {

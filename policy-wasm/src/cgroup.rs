@@ -16,7 +16,9 @@ use crate::model::{Container, ContainerKind, Pod, ResourceMap};
 use crate::node::NodeConfig;
 use crate::quantity::Quantity;
 use crate::resources::{self, is_hugepages, pod_level_resources_set};
-use crate::wit::{CgroupFile, CpuWeightCurve, HugepageLimit, MemoryReservationPolicy, QosClass, ResourceConfig};
+use crate::wit::{
+    CgroupFile, CpuWeightCurve, HugepageLimit, MemoryReservationPolicy, QosClass, ResourceConfig,
+};
 
 /// cgroup v1 minimum CPU shares.
 pub const MIN_SHARES: u64 = 2;
@@ -103,7 +105,10 @@ pub fn cpu_shares_equal_after_v2_round_trip(allocated: u64, readback: u64) -> bo
 pub fn hugepage_limits(list: &ResourceMap) -> BTreeMap<u64, u64> {
     let mut limits = BTreeMap::new();
     for (name, amount) in list {
-        let Some(size) = name.strip_prefix("hugepages-").and_then(|s| Quantity::parse(s).ok()) else {
+        let Some(size) = name
+            .strip_prefix("hugepages-")
+            .and_then(|s| Quantity::parse(s).ok())
+        else {
             continue;
         };
         if size.is_negative() || size.is_zero() {
@@ -118,7 +123,10 @@ pub fn hugepage_limits(list: &ResourceMap) -> BTreeMap<u64, u64> {
 fn hugepage_list(limits: &BTreeMap<u64, u64>) -> Vec<HugepageLimit> {
     limits
         .iter()
-        .map(|(size, limit)| HugepageLimit { page_size_bytes: *size, limit_bytes: *limit })
+        .map(|(size, limit)| HugepageLimit {
+            page_size_bytes: *size,
+            limit_bytes: *limit,
+        })
         .collect()
 }
 
@@ -127,7 +135,11 @@ fn hugepage_list(limits: &BTreeMap<u64, u64>) -> Vec<HugepageLimit> {
 /// limits, init containers by their in-use list (own + earlier sidecars).
 fn all_limits_declared(pod: &Pod, resource: &str) -> bool {
     let declared = |list: &ResourceMap| list.get(resource).is_some_and(|q| !q.is_zero());
-    if !pod.containers.iter().all(|c| declared(c.resources.limits())) {
+    if !pod
+        .containers
+        .iter()
+        .all(|c| declared(c.resources.limits()))
+    {
         return false;
     }
     let mut sidecar_sum = ResourceMap::new();
@@ -158,10 +170,16 @@ pub fn pod_resource_config(pod: &Pod, node: &NodeConfig, qos: QosClass) -> Resou
     let mut memory_limits_declared = all_limits_declared(pod, "memory");
     if gates.pod_level_resources && pod_level_resources_set(pod) {
         let pod_limits = pod.resources.as_ref().map(|r| r.limits());
-        if pod_limits.and_then(|l| l.get("cpu")).is_some_and(|q| !q.is_zero()) {
+        if pod_limits
+            .and_then(|l| l.get("cpu"))
+            .is_some_and(|q| !q.is_zero())
+        {
             cpu_limits_declared = true;
         }
-        if pod_limits.and_then(|l| l.get("memory")).is_some_and(|q| !q.is_zero()) {
+        if pod_limits
+            .and_then(|l| l.get("memory"))
+            .is_some_and(|q| !q.is_zero())
+        {
             memory_limits_declared = true;
         }
     }
@@ -212,11 +230,17 @@ pub fn pod_resource_config(pod: &Pod, node: &NodeConfig, qos: QosClass) -> Resou
             let key = match (node.memory_reservation_policy, qos) {
                 (MemoryReservationPolicy::None, _) | (_, QosClass::BestEffort) => None,
                 (MemoryReservationPolicy::HardReservation, _) => Some("memory.min"),
-                (MemoryReservationPolicy::TieredReservation, QosClass::Guaranteed) => Some("memory.min"),
-                (MemoryReservationPolicy::TieredReservation, QosClass::Burstable) => Some("memory.low"),
+                (MemoryReservationPolicy::TieredReservation, QosClass::Guaranteed) => {
+                    Some("memory.min")
+                }
+                (MemoryReservationPolicy::TieredReservation, QosClass::Burstable) => {
+                    Some("memory.low")
+                }
             };
             if let Some(key) = key {
-                config.unified.push((key.to_string(), memory_request.to_string()));
+                config
+                    .unified
+                    .push((key.to_string(), memory_request.to_string()));
             }
         }
     }
@@ -230,8 +254,18 @@ pub fn memory_qos_enforced(node: &NodeConfig) -> bool {
 
 /// The container's CPU limit, falling back to the pod-level limit when the
 /// container has none (KEP-2837 row 7, annotation [c]; upstream `getCPULimit`).
-fn limit_with_pod_fallback(pod: &Pod, c: &Container, node: &NodeConfig, resource: &str) -> Quantity {
-    let own = c.resources.limits().get(resource).copied().unwrap_or_default();
+fn limit_with_pod_fallback(
+    pod: &Pod,
+    c: &Container,
+    node: &NodeConfig,
+    resource: &str,
+) -> Quantity {
+    let own = c
+        .resources
+        .limits()
+        .get(resource)
+        .copied()
+        .unwrap_or_default();
     if node.gates.pod_level_resources && pod_level_resources_set(pod) && own.is_zero() {
         return pod
             .resources
@@ -244,7 +278,12 @@ fn limit_with_pod_fallback(pod: &Pod, c: &Container, node: &NodeConfig, resource
 
 /// The CRI `LinuxContainerResources` for one container (upstream
 /// `generateLinuxContainerResources` / `calculateLinuxResources`).
-pub fn container_resource_config(pod: &Pod, c: &Container, node: &NodeConfig) -> ResourceConfig {
+pub fn container_resource_config(
+    pod: &Pod,
+    c: &Container,
+    node: &NodeConfig,
+    qos: QosClass,
+) -> ResourceConfig {
     let cpu_request = c.resources.requests().get("cpu").copied();
     let cpu_limit = limit_with_pod_fallback(pod, c, node, "cpu");
     let memory_limit = limit_with_pod_fallback(pod, c, node, "memory");
@@ -256,7 +295,13 @@ pub fn container_resource_config(pod: &Pod, c: &Container, node: &NodeConfig) ->
         Some(request) => milli_cpu_to_shares(request.milli_value()),
     };
     let (cpu_quota, cpu_period) = if node.cpu_cfs_quota {
-        (Some(milli_cpu_to_quota(cpu_limit.milli_value(), node.cfs_period_us)), Some(node.cfs_period_us))
+        (
+            Some(milli_cpu_to_quota(
+                cpu_limit.milli_value(),
+                node.cfs_period_us,
+            )),
+            Some(node.cfs_period_us),
+        )
     } else {
         (None, None)
     };
@@ -275,6 +320,7 @@ pub fn container_resource_config(pod: &Pod, c: &Container, node: &NodeConfig) ->
     if node.cgroup_version == crate::wit::CgroupVersion::V2 && !node.single_process_oom_kill {
         unified.push(("memory.oom.group".to_string(), "1".to_string()));
     }
+    unified.extend(crate::memory_qos::container_unified(c, node, qos));
     ResourceConfig {
         cpu_shares: Some(cpu_shares),
         cpu_quota,
@@ -312,15 +358,31 @@ fn bytes_or_max(value: Option<i64>) -> String {
     }
 }
 
-fn common_files(rc: &ResourceConfig, weight: Option<u64>, node: &NodeConfig, files: &mut Vec<CgroupFile>) {
-    let mut push = |file: &str, value: String| files.push(CgroupFile { file: file.to_string(), value });
+fn common_files(
+    rc: &ResourceConfig,
+    weight: Option<u64>,
+    node: &NodeConfig,
+    files: &mut Vec<CgroupFile>,
+) {
+    let mut push = |file: &str, value: String| {
+        files.push(CgroupFile {
+            file: file.to_string(),
+            value,
+        })
+    };
     if let Some(weight) = weight {
         push("cpu.weight", weight.to_string());
     }
-    push("cpu.max", cpu_max(rc.cpu_quota, rc.cpu_period, node.cfs_period_us));
+    push(
+        "cpu.max",
+        cpu_max(rc.cpu_quota, rc.cpu_period, node.cfs_period_us),
+    );
     push("memory.max", bytes_or_max(rc.memory_limit));
     for limit in rc.hugepage_limits.iter().flatten() {
-        push(&format!("hugetlb.{}.max", hugetlb_size_name(limit.page_size_bytes)), limit.limit_bytes.to_string());
+        push(
+            &format!("hugetlb.{}.max", hugetlb_size_name(limit.page_size_bytes)),
+            limit.limit_bytes.to_string(),
+        );
     }
     for (key, value) in &rc.unified {
         push(key, value.clone());
@@ -380,7 +442,10 @@ mod tests {
         let mut last = 0;
         for shares in 2..MAX_SHARES {
             let weight = cpu_shares_to_weight_logarithmic(shares);
-            assert!(weight >= last && (1..=10_000).contains(&weight), "shares {shares}");
+            assert!(
+                weight >= last && (1..=10_000).contains(&weight),
+                "shares {shares}"
+            );
             last = weight;
         }
     }

@@ -13,7 +13,9 @@ use crate::features::FeatureGates;
 use crate::model::{Pod, ResourceMap};
 use crate::quantity::Quantity;
 use crate::resources::{self, is_hugepages, is_supported_pod_level_resource};
-use crate::wit::{self, FieldError, PatchOperation, PatchValue, ResourceQuantity, ResourceRequirements};
+use crate::wit::{
+    self, FieldError, PatchOperation, PatchValue, ResourceQuantity, ResourceRequirements,
+};
 
 /// Whether a resource may be overcommitted (requests below limits): every
 /// native resource except hugepages (upstream `IsOvercommitAllowed`).
@@ -23,11 +25,19 @@ pub fn is_overcommit_allowed(name: &str) -> bool {
 }
 
 /// Default a pod; the input must decode (quantities parse).
-pub fn default_pod(input: &wit::Pod, gates: &FeatureGates) -> Result<wit::DefaultedPod, Vec<FieldError>> {
+pub fn default_pod(
+    input: &wit::Pod,
+    gates: &FeatureGates,
+) -> Result<wit::DefaultedPod, Vec<FieldError>> {
     Pod::decode(input)?;
     let mut out = input.clone();
     round_all_to_milli(&mut out);
-    for c in out.spec.containers.iter_mut().chain(out.spec.init_containers.iter_mut()) {
+    for c in out
+        .spec
+        .containers
+        .iter_mut()
+        .chain(out.spec.init_containers.iter_mut())
+    {
         default_container_requests(c);
     }
     if gates.pod_level_resources && out.spec.resources.is_some() {
@@ -61,7 +71,12 @@ fn round_requirements(r: &mut Option<ResourceRequirements>) {
 
 /// `SetDefaults_ResourceList`: values round up to milli precision.
 fn round_all_to_milli(pod: &mut wit::Pod) {
-    for c in pod.spec.containers.iter_mut().chain(pod.spec.init_containers.iter_mut()) {
+    for c in pod
+        .spec
+        .containers
+        .iter_mut()
+        .chain(pod.spec.init_containers.iter_mut())
+    {
         round_requirements(&mut c.resources);
     }
     round_requirements(&mut pod.spec.resources);
@@ -74,8 +89,12 @@ fn has(list: &[ResourceQuantity], name: &str) -> bool {
 
 /// A container with limits gets requests for every limit it lacks a request for.
 fn default_container_requests(c: &mut wit::Container) {
-    let Some(resources) = c.resources.as_mut() else { return };
-    let Some(limits) = resources.limits.as_ref() else { return };
+    let Some(resources) = c.resources.as_mut() else {
+        return;
+    };
+    let Some(limits) = resources.limits.as_ref() else {
+        return;
+    };
     let requests = resources.requests.get_or_insert_with(Vec::new);
     for limit in limits {
         if !has(requests, &limit.name) {
@@ -89,20 +108,29 @@ fn parsed(pod: &wit::Pod) -> Result<Pod, Vec<FieldError>> {
 }
 
 fn push_quantity(list: &mut Vec<ResourceQuantity>, name: &str, q: &Quantity) {
-    list.push(ResourceQuantity { name: name.to_string(), quantity: q.to_canonical_string() });
+    list.push(ResourceQuantity {
+        name: name.to_string(),
+        quantity: q.to_canonical_string(),
+    });
 }
 
 fn default_hugepage_pod_limits(pod: &mut wit::Pod) -> Result<(), Vec<FieldError>> {
     let model = parsed(pod)?;
     let resources = pod.spec.resources.as_mut().expect("checked by caller");
-    if resources.limits.as_ref().is_none_or(|l| l.is_empty()) && resources.requests.as_ref().is_none_or(|l| l.is_empty()) {
+    if resources.limits.as_ref().is_none_or(|l| l.is_empty())
+        && resources.requests.as_ref().is_none_or(|l| l.is_empty())
+    {
         return Ok(());
     }
     let aggregate = resources::aggregate_container_limits(&model, &resources::Options::default());
     let mut limits = resources.limits.clone().unwrap_or_default();
     let requests = resources.requests.clone().unwrap_or_default();
     for (name, q) in &aggregate {
-        if is_supported_pod_level_resource(name) && is_hugepages(name) && !has(&requests, name) && !has(&limits, name) {
+        if is_supported_pod_level_resource(name)
+            && is_hugepages(name)
+            && !has(&requests, name)
+            && !has(&limits, name)
+        {
             push_quantity(&mut limits, name, q);
         }
     }
@@ -115,11 +143,17 @@ fn default_hugepage_pod_limits(pod: &mut wit::Pod) -> Result<(), Vec<FieldError>
 fn default_pod_requests(pod: &mut wit::Pod) -> Result<(), Vec<FieldError>> {
     let model = parsed(pod)?;
     let resources = pod.spec.resources.as_mut().expect("checked by caller");
-    let Some(limits) = resources.limits.clone().filter(|l| !l.is_empty()) else { return Ok(()) };
+    let Some(limits) = resources.limits.clone().filter(|l| !l.is_empty()) else {
+        return Ok(());
+    };
     let mut requests = resources.requests.clone().unwrap_or_default();
-    let aggregate: ResourceMap = resources::aggregate_container_requests(&model, &resources::Options::default());
+    let aggregate: ResourceMap =
+        resources::aggregate_container_requests(&model, &resources::Options::default());
     for (name, q) in &aggregate {
-        if !has(&requests, name) && is_supported_pod_level_resource(name) && is_overcommit_allowed(name) {
+        if !has(&requests, name)
+            && is_supported_pod_level_resource(name)
+            && is_overcommit_allowed(name)
+        {
             push_quantity(&mut requests, name, q);
         }
     }
@@ -135,7 +169,8 @@ fn default_pod_requests(pod: &mut wit::Pod) -> Result<(), Vec<FieldError>> {
 }
 
 fn all_containers_have_limit(pod: &Pod, name: &str) -> bool {
-    pod.init_and_regular().all(|c| c.resources.limits().contains_key(name))
+    pod.init_and_regular()
+        .all(|c| c.resources.limits().contains_key(name))
 }
 
 fn default_pod_limits(pod: &mut wit::Pod) -> Result<(), Vec<FieldError>> {
@@ -144,7 +179,10 @@ fn default_pod_limits(pod: &mut wit::Pod) -> Result<(), Vec<FieldError>> {
         return Ok(());
     }
     let aggregate = resources::aggregate_container_limits(&model, &resources::Options::default());
-    let resources = pod.spec.resources.get_or_insert(ResourceRequirements { requests: None, limits: None });
+    let resources = pod.spec.resources.get_or_insert(ResourceRequirements {
+        requests: None,
+        limits: None,
+    });
     let mut limits = resources.limits.clone().unwrap_or_default();
     for (name, q) in &aggregate {
         if !has(&limits, name)
@@ -167,21 +205,40 @@ pub fn pointer_token(token: &str) -> String {
 }
 
 fn op(kind: &str, path: String, value: PatchValue) -> PatchOperation {
-    PatchOperation { op: kind.to_string(), path, value }
+    PatchOperation {
+        op: kind.to_string(),
+        path,
+        value,
+    }
 }
 
-fn diff_list(base: &str, before: Option<&Vec<ResourceQuantity>>, after: Option<&Vec<ResourceQuantity>>, ops: &mut Vec<PatchOperation>) {
+fn diff_list(
+    base: &str,
+    before: Option<&Vec<ResourceQuantity>>,
+    after: Option<&Vec<ResourceQuantity>>,
+    ops: &mut Vec<PatchOperation>,
+) {
     match (before, after) {
         (_, None) => {}
-        (None, Some(after)) => ops.push(op("add", base.to_string(), PatchValue::ResourceList(after.clone()))),
+        (None, Some(after)) => ops.push(op(
+            "add",
+            base.to_string(),
+            PatchValue::ResourceList(after.clone()),
+        )),
         (Some(before), Some(after)) => {
             for entry in after {
                 let path = format!("{base}/{}", pointer_token(&entry.name));
                 match before.iter().find(|b| b.name == entry.name) {
-                    None => ops.push(op("add", path, PatchValue::Quantity(entry.quantity.clone()))),
-                    Some(b) if b.quantity != entry.quantity => {
-                        ops.push(op("replace", path, PatchValue::Quantity(entry.quantity.clone())))
-                    }
+                    None => ops.push(op(
+                        "add",
+                        path,
+                        PatchValue::Quantity(entry.quantity.clone()),
+                    )),
+                    Some(b) if b.quantity != entry.quantity => ops.push(op(
+                        "replace",
+                        path,
+                        PatchValue::Quantity(entry.quantity.clone()),
+                    )),
                     Some(_) => {}
                 }
             }
@@ -199,12 +256,26 @@ fn diff_requirements(
         (_, None) => {}
         (None, Some(after)) => {
             if after.requests.is_some() || after.limits.is_some() {
-                ops.push(op("add", base.to_string(), PatchValue::Requirements(after.clone())));
+                ops.push(op(
+                    "add",
+                    base.to_string(),
+                    PatchValue::Requirements(after.clone()),
+                ));
             }
         }
         (Some(before), Some(after)) => {
-            diff_list(&format!("{base}/limits"), before.limits.as_ref(), after.limits.as_ref(), ops);
-            diff_list(&format!("{base}/requests"), before.requests.as_ref(), after.requests.as_ref(), ops);
+            diff_list(
+                &format!("{base}/limits"),
+                before.limits.as_ref(),
+                after.limits.as_ref(),
+                ops,
+            );
+            diff_list(
+                &format!("{base}/requests"),
+                before.requests.as_ref(),
+                after.requests.as_ref(),
+                ops,
+            );
         }
     }
 }
@@ -213,14 +284,37 @@ fn diff_requirements(
 pub fn diff_pod(before: &wit::Pod, after: &wit::Pod) -> Vec<PatchOperation> {
     let mut ops = Vec::new();
     for (field, b_list, a_list) in [
-        ("initContainers", &before.spec.init_containers, &after.spec.init_containers),
-        ("containers", &before.spec.containers, &after.spec.containers),
+        (
+            "initContainers",
+            &before.spec.init_containers,
+            &after.spec.init_containers,
+        ),
+        (
+            "containers",
+            &before.spec.containers,
+            &after.spec.containers,
+        ),
     ] {
         for (i, (b, a)) in b_list.iter().zip(a_list.iter()).enumerate() {
-            diff_requirements(&format!("/spec/{field}/{i}/resources"), b.resources.as_ref(), a.resources.as_ref(), &mut ops);
+            diff_requirements(
+                &format!("/spec/{field}/{i}/resources"),
+                b.resources.as_ref(),
+                a.resources.as_ref(),
+                &mut ops,
+            );
         }
     }
-    diff_list("/spec/overhead", before.spec.overhead.as_ref(), after.spec.overhead.as_ref(), &mut ops);
-    diff_requirements("/spec/resources", before.spec.resources.as_ref(), after.spec.resources.as_ref(), &mut ops);
+    diff_list(
+        "/spec/overhead",
+        before.spec.overhead.as_ref(),
+        after.spec.overhead.as_ref(),
+        &mut ops,
+    );
+    diff_requirements(
+        "/spec/resources",
+        before.spec.resources.as_ref(),
+        after.spec.resources.as_ref(),
+        &mut ops,
+    );
     ops
 }

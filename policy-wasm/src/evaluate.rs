@@ -59,9 +59,11 @@ pub fn effective_resources(
     let options = Options {
         exclude_overhead: options.exclude_overhead,
         use_status_resources: options.use_status_resources,
-        in_place_pod_level_resources_vertical_scaling: options.in_place_pod_level_resources_vertical_scaling_enabled,
+        in_place_pod_level_resources_vertical_scaling: options
+            .in_place_pod_level_resources_vertical_scaling_enabled,
         non_missing_container_requests: non_missing,
-        skip_pod_level_resources: options.skip_pod_level_resources || !node.gates.pod_level_resources,
+        skip_pod_level_resources: options.skip_pod_level_resources
+            || !node.gates.pod_level_resources,
         skip_container_level_resources: options.skip_container_level_resources,
     };
     Ok(effective(&pod, &options, &node))
@@ -71,8 +73,12 @@ fn effective(pod: &Pod, options: &Options, node: &NodeConfig) -> wit::EffectiveR
     wit::EffectiveResources {
         requests: to_amounts(&resources::pod_requests(pod, options, &node.gates)),
         limits: to_amounts(&resources::pod_limits(pod, options, &node.gates)),
-        aggregate_container_requests: to_amounts(&resources::aggregate_container_requests(pod, options)),
-        aggregate_container_limits: to_amounts(&resources::aggregate_container_limits(pod, options)),
+        aggregate_container_requests: to_amounts(&resources::aggregate_container_requests(
+            pod, options,
+        )),
+        aggregate_container_limits: to_amounts(&resources::aggregate_container_limits(
+            pod, options,
+        )),
         pod_level_resources_set: resources::pod_level_resources_set(pod),
         pod_level_requests_set: resources::pod_level_requests_set(pod),
         pod_level_limits_set: resources::pod_level_limits_set(pod),
@@ -86,7 +92,10 @@ pub fn qos_class(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<wit::QosCla
 }
 
 /// Export `pod-resource-config`.
-pub fn pod_resource_config(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<wit::ResourceConfig> {
+pub fn pod_resource_config(
+    pod: &wit::Pod,
+    node: &wit::NodeSettings,
+) -> Result<wit::ResourceConfig> {
     let (pod, node) = decode(pod, node)?;
     let class = qos::pod_qos(&pod, &node.gates);
     Ok(cgroup::pod_resource_config(&pod, &node, class))
@@ -109,7 +118,12 @@ pub fn oom_score_adjust(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<Vec<
     let capacity = memory_capacity(&node)?;
     Ok(pod
         .init_and_regular()
-        .map(|c| (c.name.clone(), oom::container_oom_score_adj(&pod, c, capacity, &node.gates)))
+        .map(|c| {
+            (
+                c.name.clone(),
+                oom::container_oom_score_adj(&pod, c, capacity, &node.gates),
+            )
+        })
         .collect())
 }
 
@@ -124,7 +138,7 @@ pub fn evaluate(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<wit::PodEval
     let containers = pod
         .init_and_regular()
         .map(|c| {
-            let resources = cgroup::container_resource_config(&pod, c, &node);
+            let resources = cgroup::container_resource_config(&pod, c, &node, class);
             wit::ContainerEvaluation {
                 name: c.name.clone(),
                 kind: c.kind.to_wit(),
@@ -140,6 +154,50 @@ pub fn evaluate(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<wit::PodEval
         pod_resources,
         pod_cgroup_files,
         containers,
-        warnings: Vec::new(),
+        warnings: crate::memory_qos::kernel_warnings(&node),
+    })
+}
+
+/// Export `container-memory-high`.
+pub fn container_memory_high(
+    request: Option<u64>,
+    limit: Option<u64>,
+    qos: wit::QosClass,
+    node: &wit::NodeSettings,
+) -> Result<Option<u64>> {
+    let node = NodeConfig::decode(node)?;
+    Ok(crate::memory_qos::container_memory_high(
+        request,
+        limit,
+        node.allocatable_memory(),
+        node.memory_throttling_factor,
+        node.page_size,
+        qos,
+    ))
+}
+
+/// Export `node-memory-qos`.
+pub fn node_memory_qos(pods: &[wit::Pod], node: &wit::NodeSettings) -> Result<wit::NodeMemoryQos> {
+    let node = NodeConfig::decode(node)?;
+    let mut errors = Vec::new();
+    let mut decoded = Vec::new();
+    for (i, pod) in pods.iter().enumerate() {
+        match Pod::decode(pod) {
+            Ok(pod) => {
+                let class = qos::pod_qos(&pod, &node.gates);
+                decoded.push((pod, class));
+            }
+            Err(pod_errors) => errors.extend(pod_errors.into_iter().map(|mut e| {
+                e.field = format!("pods[{i}].{}", e.field);
+                e
+            })),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok(wit::NodeMemoryQos {
+        cgroups: crate::memory_qos::node_values(&decoded, &node),
+        warnings: crate::memory_qos::kernel_warnings(&node),
     })
 }

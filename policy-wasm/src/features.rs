@@ -16,29 +16,86 @@ pub struct GateSpec {
 
 /// Every gate the policy reads, with its Kubernetes 1.36 default.
 pub const KNOWN_GATES: &[GateSpec] = &[
-    GateSpec { name: "CPUManagerPolicyAlphaOptions", default: false },
-    GateSpec { name: "CPUManagerPolicyBetaOptions", default: true },
-    GateSpec { name: "CustomCPUCFSQuotaPeriod", default: false },
-    GateSpec { name: "DisableCPUQuotaWithExclusiveCPUs", default: true },
-    GateSpec { name: "DRANodeAllocatableResources", default: false },
-    GateSpec { name: "InPlacePodLevelResourcesVerticalScaling", default: true },
-    GateSpec { name: "InPlacePodVerticalScaling", default: true },
-    GateSpec { name: "InPlacePodVerticalScalingExclusiveCPUs", default: false },
-    GateSpec { name: "InPlacePodVerticalScalingExclusiveMemory", default: false },
-    GateSpec { name: "KubeletOOMScoreAdjTieBreak", default: false },
-    GateSpec { name: "MemoryQoS", default: false },
-    GateSpec { name: "PodLevelResourceManagers", default: false },
-    GateSpec { name: "PodLevelResources", default: true },
-    GateSpec { name: "PodLevelResourcesFixKubeletQOSClass", default: true },
-    GateSpec { name: "PodLevelResourcesFixUpdateDefaulting", default: true },
-    GateSpec { name: "SidecarContainers", default: true },
-    GateSpec { name: "TopologyManagerPolicyAlphaOptions", default: false },
-    GateSpec { name: "TopologyManagerPolicyBetaOptions", default: true },
+    GateSpec {
+        name: "CPUManagerPolicyAlphaOptions",
+        default: false,
+    },
+    GateSpec {
+        name: "CPUManagerPolicyBetaOptions",
+        default: true,
+    },
+    GateSpec {
+        name: "CustomCPUCFSQuotaPeriod",
+        default: false,
+    },
+    GateSpec {
+        name: "DisableCPUQuotaWithExclusiveCPUs",
+        default: true,
+    },
+    GateSpec {
+        name: "DRANodeAllocatableResources",
+        default: false,
+    },
+    GateSpec {
+        name: "InPlacePodLevelResourcesVerticalScaling",
+        default: true,
+    },
+    GateSpec {
+        name: "InPlacePodVerticalScaling",
+        default: true,
+    },
+    GateSpec {
+        name: "InPlacePodVerticalScalingExclusiveCPUs",
+        default: false,
+    },
+    GateSpec {
+        name: "InPlacePodVerticalScalingExclusiveMemory",
+        default: false,
+    },
+    GateSpec {
+        name: "KubeletOOMScoreAdjTieBreak",
+        default: false,
+    },
+    GateSpec {
+        name: "MemoryQoS",
+        default: false,
+    },
+    GateSpec {
+        name: "PodLevelResourceManagers",
+        default: false,
+    },
+    GateSpec {
+        name: "PodLevelResources",
+        default: true,
+    },
+    GateSpec {
+        name: "PodLevelResourcesFixKubeletQOSClass",
+        default: true,
+    },
+    GateSpec {
+        name: "PodLevelResourcesFixUpdateDefaulting",
+        default: true,
+    },
+    GateSpec {
+        name: "SidecarContainers",
+        default: true,
+    },
+    GateSpec {
+        name: "TopologyManagerPolicyAlphaOptions",
+        default: false,
+    },
+    GateSpec {
+        name: "TopologyManagerPolicyBetaOptions",
+        default: true,
+    },
 ];
 
 /// The resolved gate values the policy reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[allow(missing_docs, reason = "each field is the upstream gate of the same name")]
+#[allow(
+    missing_docs,
+    reason = "each field is the upstream gate of the same name"
+)]
 pub struct FeatureGates {
     pub cpu_manager_policy_alpha_options: bool,
     pub cpu_manager_policy_beta_options: bool,
@@ -169,8 +226,14 @@ mod tests {
         let mut errors = Vec::new();
         let gates = FeatureGates::resolve(
             &[
-                FeatureGate { name: "MemoryQoS".into(), enabled: true },
-                FeatureGate { name: "NoSuchGate".into(), enabled: true },
+                FeatureGate {
+                    name: "MemoryQoS".into(),
+                    enabled: true,
+                },
+                FeatureGate {
+                    name: "NoSuchGate".into(),
+                    enabled: true,
+                },
             ],
             &mut errors,
         );

@@ -29,11 +29,31 @@ impl Guest for PodPolicy {
     fn qos_class(pod: Pod, node: NodeSettings) -> Result<QosClass, Vec<FieldError>> {
         evaluate::qos_class(&pod, &node)
     }
-    fn pod_resource_config(pod: Pod, node: NodeSettings) -> Result<ResourceConfig, Vec<FieldError>> {
+    fn pod_resource_config(
+        pod: Pod,
+        node: NodeSettings,
+    ) -> Result<ResourceConfig, Vec<FieldError>> {
         evaluate::pod_resource_config(&pod, &node)
     }
-    fn oom_score_adjust(pod: Pod, node: NodeSettings) -> Result<Vec<(String, i32)>, Vec<FieldError>> {
+    fn oom_score_adjust(
+        pod: Pod,
+        node: NodeSettings,
+    ) -> Result<Vec<(String, i32)>, Vec<FieldError>> {
         evaluate::oom_score_adjust(&pod, &node)
+    }
+    fn container_memory_high(
+        request_bytes: Option<u64>,
+        limit_bytes: Option<u64>,
+        qos: QosClass,
+        node: NodeSettings,
+    ) -> Result<Option<u64>, Vec<FieldError>> {
+        evaluate::container_memory_high(request_bytes, limit_bytes, qos, &node)
+    }
+    fn node_memory_qos(
+        pods: Vec<Pod>,
+        node: NodeSettings,
+    ) -> Result<NodeMemoryQos, Vec<FieldError>> {
+        evaluate::node_memory_qos(&pods, &node)
     }
     fn evaluate(pod: Pod, node: NodeSettings) -> Result<PodEvaluation, Vec<FieldError>> {
         evaluate::evaluate(&pod, &node)

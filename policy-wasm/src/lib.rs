@@ -14,8 +14,11 @@
 //! - [`resources`]: effective pod requests and limits (`PodRequests`, `PodLimits`).
 //! - [`qos`]: the pod QoS class.
 //! - [`oom`]: per-container `oom_score_adj`.
+//! - [`memory_qos`]: Memory QoS (KEP-2570) memory.min / memory.low / memory.high.
 //! - [`cgroup`]: pod and container cgroup values (`ResourceConfigForPod`, CRI resources, v2 files).
 //! - [`defaults`], [`validation`]: API-server defaulting and validation of resources.
+//! - [`topology`]: the Topology Manager: NUMA masks, hint merging, policies and scopes.
+//! - [`memory_manager`]: the static Memory Manager: NUMA machine state, hints and allocation.
 //! - [`evaluate`]: the whole node-side evaluation of one pod.
 //!
 //! Nothing here does I/O, reads a clock or draws random numbers.
@@ -36,12 +39,15 @@ pub mod cgroup;
 pub mod defaults;
 pub mod evaluate;
 pub mod features;
+pub mod memory_manager;
+pub mod memory_qos;
 pub mod model;
 pub mod node;
 pub mod oom;
 pub mod qos;
 pub mod quantity;
 pub mod resources;
+pub mod topology;
 pub mod validation;
 
 // The export glue wit-bindgen generates is unsafe by nature; it stays in the shim.
@@ -52,7 +58,7 @@ mod guest;
 /// The policy implementation version.
 pub const POLICY_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The WIT package version this crate implements (`podpolicy:policy@...`).
-pub const WIT_VERSION: &str = "0.1.0";
+pub const WIT_VERSION: &str = "0.2.0";
 /// The Kubernetes release whose semantics and defaults this policy follows.
 pub const KUBERNETES_VERSION: &str = "1.36";
 
@@ -64,7 +70,10 @@ pub fn policy_info() -> wit::PolicyInfo {
         kubernetes_version: KUBERNETES_VERSION.to_string(),
         feature_gates: features::KNOWN_GATES
             .iter()
-            .map(|g| wit::FeatureGate { name: g.name.to_string(), enabled: g.default })
+            .map(|g| wit::FeatureGate {
+                name: g.name.to_string(),
+                enabled: g.default,
+            })
             .collect(),
     }
 }

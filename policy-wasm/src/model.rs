@@ -29,8 +29,17 @@ pub fn truncate(text: &str) -> String {
 }
 
 /// Build a field error.
-pub fn field_error(field: impl Into<String>, reason: ErrorReason, message: impl Into<String>) -> FieldError {
-    FieldError { field: field.into(), reason, message: message.into(), bad_value: None }
+pub fn field_error(
+    field: impl Into<String>,
+    reason: ErrorReason,
+    message: impl Into<String>,
+) -> FieldError {
+    FieldError {
+        field: field.into(),
+        reason,
+        message: message.into(),
+        bad_value: None,
+    }
 }
 
 /// `resources` of a container or of the pod, parsed. `None` maps are nil.
@@ -185,7 +194,12 @@ impl Pod {
                 decode_container(c, kind, format!("spec.initContainers[{i}]"), &mut errors)
             })
             .collect();
-        let containers = decode_containers(&spec.containers, ContainerKind::Regular, "spec.containers", &mut errors);
+        let containers = decode_containers(
+            &spec.containers,
+            ContainerKind::Regular,
+            "spec.containers",
+            &mut errors,
+        );
         let ephemeral_containers = decode_containers(
             &spec.ephemeral_containers,
             ContainerKind::Ephemeral,
@@ -246,7 +260,12 @@ fn decode_containers(
         .collect()
 }
 
-fn decode_container(c: &wit::Container, kind: ContainerKind, path: String, errors: &mut Vec<FieldError>) -> Container {
+fn decode_container(
+    c: &wit::Container,
+    kind: ContainerKind,
+    path: String,
+    errors: &mut Vec<FieldError>,
+) -> Container {
     let resources = c
         .resources
         .as_ref()
@@ -266,35 +285,55 @@ fn decode_container(c: &wit::Container, kind: ContainerKind, path: String, error
 }
 
 /// Decode `resources` found at `path`.
-pub fn decode_requirements(r: &wit::ResourceRequirements, path: &str, errors: &mut Vec<FieldError>) -> Requirements {
+pub fn decode_requirements(
+    r: &wit::ResourceRequirements,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) -> Requirements {
     Requirements {
-        requests: r.requests.as_ref().map(|l| decode_list(l, &format!("{path}.requests"), errors)),
-        limits: r.limits.as_ref().map(|l| decode_list(l, &format!("{path}.limits"), errors)),
+        requests: r
+            .requests
+            .as_ref()
+            .map(|l| decode_list(l, &format!("{path}.requests"), errors)),
+        limits: r
+            .limits
+            .as_ref()
+            .map(|l| decode_list(l, &format!("{path}.limits"), errors)),
     }
 }
 
 /// Decode one `ResourceList` found at `path`; negative quantities and
 /// duplicate names are errors.
-pub fn decode_list(list: &[wit::ResourceQuantity], path: &str, errors: &mut Vec<FieldError>) -> ResourceMap {
+pub fn decode_list(
+    list: &[wit::ResourceQuantity],
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) -> ResourceMap {
     let mut map = ResourceMap::new();
     for entry in list {
         let field = format!("{path}[{}]", truncate(&entry.name));
         if let Some(q) = parse_quantity(&entry.quantity, &field, false, errors)
-            && map.insert(entry.name.clone(), q).is_some() {
-                errors.push(FieldError {
-                    field,
-                    reason: ErrorReason::Duplicate,
-                    message: "resource name appears more than once".to_string(),
-                    bad_value: Some(truncate(&entry.name)),
-                });
-            }
+            && map.insert(entry.name.clone(), q).is_some()
+        {
+            errors.push(FieldError {
+                field,
+                reason: ErrorReason::Duplicate,
+                message: "resource name appears more than once".to_string(),
+                bad_value: Some(truncate(&entry.name)),
+            });
+        }
     }
     map
 }
 
 /// Parse one quantity found at `field`; `allow_negative` is false for
 /// resource amounts (`must be greater than or equal to 0`, as upstream).
-pub fn parse_quantity(text: &str, field: &str, allow_negative: bool, errors: &mut Vec<FieldError>) -> Option<Quantity> {
+pub fn parse_quantity(
+    text: &str,
+    field: &str,
+    allow_negative: bool,
+    errors: &mut Vec<FieldError>,
+) -> Option<Quantity> {
     match Quantity::parse(text) {
         Ok(q) if !allow_negative && q.is_negative() => {
             errors.push(FieldError {
@@ -348,14 +387,16 @@ fn decode_status(status: &wit::PodStatus, errors: &mut Vec<FieldError>) -> Statu
             let mut per_container = ResourceMap::new();
             for (j, o) in claim.overhead.iter().enumerate() {
                 let opath = format!("{path}.overhead[{j}]");
-                if let Some(q) = o.per_pod.as_ref().and_then(|t| parse_quantity(t, &format!("{opath}.perPod"), false, errors)) {
+                if let Some(q) = o
+                    .per_pod
+                    .as_ref()
+                    .and_then(|t| parse_quantity(t, &format!("{opath}.perPod"), false, errors))
+                {
                     add_into(&mut per_pod, &o.name, q);
                 }
-                if let Some(q) = o
-                    .per_container
-                    .as_ref()
-                    .and_then(|t| parse_quantity(t, &format!("{opath}.perContainer"), false, errors))
-                {
+                if let Some(q) = o.per_container.as_ref().and_then(|t| {
+                    parse_quantity(t, &format!("{opath}.perContainer"), false, errors)
+                }) {
                     add_into(&mut per_container, &o.name, q);
                 }
             }
@@ -377,8 +418,16 @@ fn decode_status(status: &wit::PodStatus, errors: &mut Vec<FieldError>) -> Statu
             .allocated_resources
             .as_ref()
             .map(|l| decode_list(l, "status.allocatedResources", errors)),
-        container_statuses: statuses(&status.container_statuses, "status.containerStatuses", errors),
-        init_container_statuses: statuses(&status.init_container_statuses, "status.initContainerStatuses", errors),
+        container_statuses: statuses(
+            &status.container_statuses,
+            "status.containerStatuses",
+            errors,
+        ),
+        init_container_statuses: statuses(
+            &status.init_container_statuses,
+            "status.initContainerStatuses",
+            errors,
+        ),
         conditions: status
             .conditions
             .iter()
@@ -413,6 +462,9 @@ pub fn to_amounts(map: &ResourceMap) -> Vec<wit::ResourceAmount> {
 /// Convert a parsed map back to a WIT resource list of canonical strings.
 pub fn to_resource_list(map: &ResourceMap) -> Vec<wit::ResourceQuantity> {
     map.iter()
-        .map(|(name, q)| wit::ResourceQuantity { name: name.clone(), quantity: q.to_canonical_string() })
+        .map(|(name, q)| wit::ResourceQuantity {
+            name: name.clone(),
+            quantity: q.to_canonical_string(),
+        })
         .collect()
 }

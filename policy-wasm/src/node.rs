@@ -7,7 +7,10 @@
 use crate::features::FeatureGates;
 use crate::model::{ResourceMap, decode_list, field_error};
 use crate::quantity::Quantity;
-use crate::wit::{self, CgroupDriver, CgroupVersion, CpuWeightCurve, ErrorReason, FieldError, MemoryReservationPolicy};
+use crate::wit::{
+    self, CgroupDriver, CgroupVersion, CpuWeightCurve, ErrorReason, FieldError,
+    MemoryReservationPolicy,
+};
 
 /// The default CFS period, 100 ms in microseconds.
 pub const DEFAULT_CFS_PERIOD_US: u64 = 100_000;
@@ -51,6 +54,12 @@ pub struct NodeConfig {
     pub single_process_oom_kill: bool,
     /// Hugepage sizes the node offers (bytes), from `hugepages-*` capacity keys.
     pub hugepage_sizes: Vec<u64>,
+    /// `kubeReserved`.
+    pub kube_reserved: ResourceMap,
+    /// `systemReserved`.
+    pub system_reserved: ResourceMap,
+    /// Running kernel release, when the host reported it.
+    pub kernel_version: Option<String>,
 }
 
 impl NodeConfig {
@@ -61,7 +70,9 @@ impl NodeConfig {
 
     /// Allocatable memory in bytes (0 when unknown).
     pub fn allocatable_memory(&self) -> u64 {
-        self.allocatable.get("memory").map_or(0, |q| q.value().max(0) as u64)
+        self.allocatable
+            .get("memory")
+            .map_or(0, |q| q.value().max(0) as u64)
     }
 
     /// Decode and validate node settings; all problems are reported.
@@ -86,7 +97,9 @@ impl NodeConfig {
             }
         };
 
-        let requested_period = node.cpu_cfs_quota_period_us.unwrap_or(DEFAULT_CFS_PERIOD_US);
+        let requested_period = node
+            .cpu_cfs_quota_period_us
+            .unwrap_or(DEFAULT_CFS_PERIOD_US);
         if !(1_000..=1_000_000).contains(&requested_period) {
             errors.push(error(
                 "cpuCFSQuotaPeriod",
@@ -103,21 +116,35 @@ impl NodeConfig {
             ));
         }
 
-        let factor = node.memory_throttling_factor.unwrap_or(DEFAULT_MEMORY_THROTTLING_FACTOR);
+        let factor = node
+            .memory_throttling_factor
+            .unwrap_or(DEFAULT_MEMORY_THROTTLING_FACTOR);
         if let Err(message) = validate_memory_throttling_factor(factor) {
-            errors.push(error("memoryThrottlingFactor", ErrorReason::Invalid, message, factor.to_string()));
+            errors.push(error(
+                "memoryThrottlingFactor",
+                ErrorReason::Invalid,
+                message,
+                factor.to_string(),
+            ));
         }
 
         let page_size = node.page_size_bytes.unwrap_or(DEFAULT_PAGE_SIZE);
         if page_size == 0 || !page_size.is_power_of_two() {
-            errors.push(error("pageSize", ErrorReason::Invalid, "must be a power of two", page_size.to_string()));
+            errors.push(error(
+                "pageSize",
+                ErrorReason::Invalid,
+                "must be a power of two",
+                page_size.to_string(),
+            ));
         }
 
         let mut hugepage_sizes = Vec::new();
         for name in capacity.keys() {
             if let Some(size) = name.strip_prefix("hugepages-") {
                 match Quantity::parse(size) {
-                    Ok(q) if q.value() > 0 && !q.is_negative() => hugepage_sizes.push(q.value() as u64),
+                    Ok(q) if q.value() > 0 && !q.is_negative() => {
+                        hugepage_sizes.push(q.value() as u64)
+                    }
                     _ => errors.push(error(
                         format!("capacity[{}]", crate::model::truncate(name)),
                         ErrorReason::Invalid,
@@ -135,7 +162,11 @@ impl NodeConfig {
         }
         Ok(NodeConfig {
             name: node.name.clone(),
-            cfs_period_us: if gates.custom_cpu_cfs_quota_period { requested_period } else { DEFAULT_CFS_PERIOD_US },
+            cfs_period_us: if gates.custom_cpu_cfs_quota_period {
+                requested_period
+            } else {
+                DEFAULT_CFS_PERIOD_US
+            },
             gates,
             capacity,
             allocatable,
@@ -148,11 +179,16 @@ impl NodeConfig {
                 .unwrap_or_else(|| vec!["pods".to_string()]),
             cpu_cfs_quota: node.cpu_cfs_quota.unwrap_or(true),
             memory_throttling_factor: factor,
-            memory_reservation_policy: node.memory_reservation_policy.unwrap_or(MemoryReservationPolicy::None),
+            memory_reservation_policy: node
+                .memory_reservation_policy
+                .unwrap_or(MemoryReservationPolicy::None),
             page_size,
             cpu_weight_curve: node.cpu_weight_curve.unwrap_or(CpuWeightCurve::Linear),
             single_process_oom_kill: node.single_process_oom_kill.unwrap_or(false),
             hugepage_sizes,
+            kube_reserved,
+            system_reserved,
+            kernel_version: node.kernel_version.clone(),
         })
     }
 }
@@ -200,5 +236,6 @@ pub fn default_settings() -> wit::NodeSettings {
         topology_manager_scope: None,
         topology_manager_policy_options: Vec::new(),
         feature_gates: Vec::new(),
+        kernel_version: None,
     }
 }

@@ -11,7 +11,9 @@
 use crate::features::FeatureGates;
 use crate::model::{Container, ContainerKind, Pod};
 use crate::qos::pod_qos;
-use crate::resources::{aggregate_container_requests, dra_claim_resources, dra_container_share, Options};
+use crate::resources::{
+    Options, aggregate_container_requests, dra_claim_resources, dra_container_share,
+};
 use crate::wit::QosClass;
 
 /// `oom_score_adj` of the kubelet and kube-proxy.
@@ -25,7 +27,12 @@ pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
 
 /// `IsCriticalPod`: static, mirror, or priority at least system-critical.
 pub fn is_critical_pod(pod: &Pod) -> bool {
-    let annotation = |key: &str| pod.annotations.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+    let annotation = |key: &str| {
+        pod.annotations
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    };
     let is_static = annotation("kubernetes.io/config.source").is_some_and(|source| source != "api");
     let is_mirror = annotation("kubernetes.io/config.mirror").is_some();
     is_static || is_mirror || pod.priority.is_some_and(|p| p >= SYSTEM_CRITICAL_PRIORITY)
@@ -37,7 +44,11 @@ pub fn is_node_critical_pod(pod: &Pod) -> bool {
 }
 
 fn memory_request(pod: &Pod, c: &Container, gates: &FeatureGates) -> i128 {
-    let own = c.resources.requests().get("memory").map_or(0, |q| q.value() as i128);
+    let own = c
+        .resources
+        .requests()
+        .get("memory")
+        .map_or(0, |q| q.value() as i128);
     if gates.dra_node_allocatable_resources {
         own + dra_container_share(pod, &c.name, "memory").value() as i128
     } else {
@@ -48,7 +59,11 @@ fn memory_request(pod: &Pod, c: &Container, gates: &FeatureGates) -> i128 {
 /// The pod request that containers leave unclaimed, split evenly over all
 /// containers (regular and init): upstream `remainingPodMemReqPerContainer`.
 fn remaining_pod_memory_per_container(pod: &Pod, gates: &FeatureGates) -> i128 {
-    let Some(pod_request) = pod.resources.as_ref().and_then(|r| r.requests().get("memory")) else {
+    let Some(pod_request) = pod
+        .resources
+        .as_ref()
+        .and_then(|r| r.requests().get("memory"))
+    else {
         return 0;
     };
     if pod_request.is_zero() {
@@ -62,7 +77,9 @@ fn remaining_pod_memory_per_container(pod: &Pod, gates: &FeatureGates) -> i128 {
         .get("memory")
         .map_or(0, |q| q.value() as i128);
     let dra = if gates.dra_node_allocatable_resources {
-        dra_claim_resources(pod).get("memory").map_or(0, |q| q.value() as i128)
+        dra_claim_resources(pod)
+            .get("memory")
+            .map_or(0, |q| q.value() as i128)
     } else {
         0
     };
@@ -75,7 +92,12 @@ fn burstable_score(request: i128, memory_capacity: i128) -> i128 {
 }
 
 /// `oom_score_adj` for `container` of `pod` on a node with `memory_capacity` bytes.
-pub fn container_oom_score_adj(pod: &Pod, container: &Container, memory_capacity: u64, gates: &FeatureGates) -> i32 {
+pub fn container_oom_score_adj(
+    pod: &Pod,
+    container: &Container,
+    memory_capacity: u64,
+    gates: &FeatureGates,
+) -> i32 {
     if is_node_critical_pod(pod) {
         return GUARANTEED_OOM_SCORE_ADJ;
     }
@@ -93,9 +115,14 @@ pub fn container_oom_score_adj(pod: &Pod, container: &Container, memory_capacity
     };
     let mut adj = burstable_score(memory_request(pod, container, gates) + remaining, capacity);
     if container.kind == ContainerKind::Sidecar
-        && let Some(min_request) = pod.containers.iter().map(|c| memory_request(pod, c, gates)).min() {
-            adj = adj.min(burstable_score(min_request + remaining, capacity));
-        }
+        && let Some(min_request) = pod
+            .containers
+            .iter()
+            .map(|c| memory_request(pod, c, gates))
+            .min()
+    {
+        adj = adj.min(burstable_score(min_request + remaining, capacity));
+    }
     let floor = (1000 + GUARANTEED_OOM_SCORE_ADJ) as i128;
     if adj < floor {
         return floor as i32;

@@ -102,7 +102,10 @@ pub enum QuantityError {
 
 impl Quantity {
     /// Zero (DecimalSI).
-    pub const ZERO: Quantity = Quantity { nanos: 0, format: Format::DecimalSI };
+    pub const ZERO: Quantity = Quantity {
+        nanos: 0,
+        format: Format::DecimalSI,
+    };
 
     /// Parses a Kubernetes quantity string (`1.5Gi`, `500m`, `12e6`, ...) exactly.
     ///
@@ -115,12 +118,18 @@ impl Quantity {
     /// `v` whole units (bytes, cores); `i64::MIN` is clamped to -(2^63-1).
     pub fn from_value(v: i64, format: Format) -> Quantity {
         let units = i128::from(v).max(-MAX_UNITS);
-        Quantity { nanos: units * NANOS_PER_UNIT, format }
+        Quantity {
+            nanos: units * NANOS_PER_UNIT,
+            format,
+        }
     }
 
     /// `m` thousandths of a unit (millicores), exactly.
     pub fn from_milli(m: i64, format: Format) -> Quantity {
-        Quantity { nanos: i128::from(m) * 1_000_000, format }
+        Quantity {
+            nanos: i128::from(m) * 1_000_000,
+            format,
+        }
     }
 
     /// The format used by [`Quantity::to_canonical_string`].
@@ -184,12 +193,20 @@ impl Quantity {
 
     /// The larger value (with its own format); `self` on a tie.
     pub fn max(self, other: Quantity) -> Quantity {
-        if other.nanos > self.nanos { other } else { self }
+        if other.nanos > self.nanos {
+            other
+        } else {
+            self
+        }
     }
 
     /// The smaller value (with its own format); `self` on a tie.
     pub fn min(self, other: Quantity) -> Quantity {
-        if other.nanos < self.nanos { other } else { self }
+        if other.nanos < self.nanos {
+            other
+        } else {
+            self
+        }
     }
 
     /// Upstream `RoundUp(Milli)` (API defaulting of resource lists): rounds the magnitude up
@@ -197,7 +214,14 @@ impl Quantity {
     pub fn round_up_to_milli(self) -> Quantity {
         const MILLI: i128 = 1_000_000;
         let magnitude = div_ceil(self.nanos.abs(), MILLI) * MILLI;
-        Quantity { nanos: if self.nanos < 0 { -magnitude } else { magnitude }, format: self.format }
+        Quantity {
+            nanos: if self.nanos < 0 {
+                -magnitude
+            } else {
+                magnitude
+            },
+            format: self.format,
+        }
     }
 
     /// The canonical string, exactly as upstream `Quantity.String()` prints a freshly
@@ -251,19 +275,30 @@ impl Quantity {
             ArithmeticOp::Sub => self.nanos - other.nanos,
         };
         if nanos.abs() > MAX_NANOS {
-            return Err(QuantityError::Overflow { op, lhs: self, rhs: other });
+            return Err(QuantityError::Overflow {
+                op,
+                lhs: self,
+                rhs: other,
+            });
         }
         Ok(self.combine(nanos, other))
     }
 
     /// Upstream `Add`/`Sub`: the receiver keeps its format unless it is zero.
     fn combine(self, nanos: i128, other: Quantity) -> Quantity {
-        let format = if self.is_zero() { other.format } else { self.format };
+        let format = if self.is_zero() {
+            other.format
+        } else {
+            self.format
+        };
         Quantity { nanos, format }
     }
 
     fn clamped(self) -> Quantity {
-        Quantity { nanos: self.nanos.clamp(-MAX_NANOS, MAX_NANOS), format: self.format }
+        Quantity {
+            nanos: self.nanos.clamp(-MAX_NANOS, MAX_NANOS),
+            format: self.format,
+        }
     }
 }
 
@@ -319,14 +354,18 @@ impl fmt::Display for SyntaxError {
         match self {
             SyntaxError::Whitespace => f.write_str("whitespace is not allowed"),
             SyntaxError::MultipleSigns => f.write_str("only one leading `+` or `-` is allowed"),
-            SyntaxError::MissingNumber => f.write_str("expected a number such as `1`, `1.5` or `.5` before any suffix"),
+            SyntaxError::MissingNumber => {
+                f.write_str("expected a number such as `1`, `1.5` or `.5` before any suffix")
+            }
             SyntaxError::MultipleDecimalPoints => f.write_str("more than one decimal point"),
             SyntaxError::UnknownSuffix(suffix) => write!(
                 f,
                 "unknown suffix `{suffix}` (expected one of n, u, m, k, M, G, T, P, E, \
                  Ki, Mi, Gi, Ti, Pi, Ei, or an exponent such as e3)"
             ),
-            SyntaxError::MissingExponent => f.write_str("`e`/`E` must be followed by an integer exponent, as in `1e3`"),
+            SyntaxError::MissingExponent => {
+                f.write_str("`e`/`E` must be followed by an integer exponent, as in `1e3`")
+            }
             SyntaxError::InvalidExponent(exponent) => {
                 write!(f, "exponent `{exponent}` is not an integer")
             }
@@ -336,15 +375,21 @@ impl fmt::Display for SyntaxError {
 
 impl fmt::Display for QuantityError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const TOO_LARGE: &str = "is too large: quantities must be at most 2^63-1 (9223372036854775807)";
-        const TOO_SMALL: &str = "is too small: quantities must be at least -(2^63-1) (-9223372036854775807)";
+        const TOO_LARGE: &str =
+            "is too large: quantities must be at most 2^63-1 (9223372036854775807)";
+        const TOO_SMALL: &str =
+            "is too small: quantities must be at least -(2^63-1) (-9223372036854775807)";
         match self {
             QuantityError::Empty => f.write_str("quantity is empty"),
             QuantityError::Invalid { input, reason } => {
                 write!(f, "`{input}` is not a valid quantity: {reason}")
             }
             QuantityError::OutOfRange { input, negative } => {
-                write!(f, "`{input}` {}", if *negative { TOO_SMALL } else { TOO_LARGE })
+                write!(
+                    f,
+                    "`{input}` {}",
+                    if *negative { TOO_SMALL } else { TOO_LARGE }
+                )
             }
             QuantityError::Overflow { op, lhs, rhs } => {
                 let (sign, negative) = match op {
@@ -400,7 +445,12 @@ fn parse_quantity(s: &str) -> Result<Quantity, QuantityError> {
     if s.is_empty() {
         return Err(QuantityError::Empty);
     }
-    let invalid = |reason| Err(QuantityError::Invalid { input: echo(s), reason });
+    let invalid = |reason| {
+        Err(QuantityError::Invalid {
+            input: echo(s),
+            reason,
+        })
+    };
     if s.chars().any(char::is_whitespace) {
         return invalid(SyntaxError::Whitespace);
     }
@@ -413,7 +463,12 @@ fn parse_quantity(s: &str) -> Result<Quantity, QuantityError> {
     if matches!(bytes.get(pos), Some(b'+' | b'-')) {
         return invalid(SyntaxError::MultipleSigns);
     }
-    let count_digits = |from: usize| bytes[from..].iter().take_while(|c| c.is_ascii_digit()).count();
+    let count_digits = |from: usize| {
+        bytes[from..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count()
+    };
     let int_end = pos + count_digits(pos);
     let int_digits = &bytes[pos..int_end];
     pos = int_end;
@@ -435,8 +490,13 @@ fn parse_quantity(s: &str) -> Result<Quantity, QuantityError> {
         Ok(parsed) => parsed,
         Err(reason) => return invalid(reason),
     };
-    let Some(magnitude) = magnitude_nanos(int_digits, frac_digits, multiplier).filter(|m| *m <= MAX_NANOS) else {
-        return Err(QuantityError::OutOfRange { input: echo(s), negative });
+    let Some(magnitude) =
+        magnitude_nanos(int_digits, frac_digits, multiplier).filter(|m| *m <= MAX_NANOS)
+    else {
+        return Err(QuantityError::OutOfRange {
+            input: echo(s),
+            negative,
+        });
     };
     // Upstream prints a binary quantity strictly between -1 and 1 as DecimalSI.
     let format = if format == Format::BinarySI && magnitude > 0 && magnitude < NANOS_PER_UNIT {
@@ -444,7 +504,10 @@ fn parse_quantity(s: &str) -> Result<Quantity, QuantityError> {
     } else {
         format
     };
-    Ok(Quantity { nanos: if negative { -magnitude } else { magnitude }, format })
+    Ok(Quantity {
+        nanos: if negative { -magnitude } else { magnitude },
+        format,
+    })
 }
 
 fn parse_suffix(suffix: &str) -> Result<(Multiplier, Format), SyntaxError> {
@@ -480,14 +543,21 @@ fn parse_suffix(suffix: &str) -> Result<(Multiplier, Format), SyntaxError> {
                 return Err(SyntaxError::MissingExponent);
             }
             if !digits.bytes().all(|c| c.is_ascii_digit()) {
-                return Err(if digits.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
-                    SyntaxError::InvalidExponent(echo(rest))
-                } else {
-                    SyntaxError::UnknownSuffix(echo(suffix))
-                });
+                return Err(
+                    if digits.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+                        SyntaxError::InvalidExponent(echo(rest))
+                    } else {
+                        SyntaxError::UnknownSuffix(echo(suffix))
+                    },
+                );
             }
-            let exponent = digits.bytes().fold(0i128, |acc, c| (acc * 10 + i128::from(c - b'0')).min(EXPONENT_CAP));
-            Ok((Multiplier::Decimal(if negative { -exponent } else { exponent }), Format::DecimalExponent))
+            let exponent = digits.bytes().fold(0i128, |acc, c| {
+                (acc * 10 + i128::from(c - b'0')).min(EXPONENT_CAP)
+            });
+            Ok((
+                Multiplier::Decimal(if negative { -exponent } else { exponent }),
+                Format::DecimalExponent,
+            ))
         }
     }
 }
@@ -500,23 +570,38 @@ struct Digits<'a> {
 
 impl Digits<'_> {
     fn at(&self, i: usize) -> u8 {
-        let c = if i < self.int.len() { self.int[i] } else { self.frac[i - self.int.len()] };
+        let c = if i < self.int.len() {
+            self.int[i]
+        } else {
+            self.frac[i - self.int.len()]
+        };
         c - b'0'
     }
 
     fn first_nonzero(&self) -> Option<usize> {
         let nonzero = |c: &u8| *c != b'0';
-        self.int.iter().position(nonzero).or_else(|| self.frac.iter().position(nonzero).map(|p| p + self.int.len()))
+        self.int.iter().position(nonzero).or_else(|| {
+            self.frac
+                .iter()
+                .position(nonzero)
+                .map(|p| p + self.int.len())
+        })
     }
 
     fn last_nonzero(&self) -> Option<usize> {
         let nonzero = |c: &u8| *c != b'0';
-        self.frac.iter().rposition(nonzero).map(|p| p + self.int.len()).or_else(|| self.int.iter().rposition(nonzero))
+        self.frac
+            .iter()
+            .rposition(nonzero)
+            .map(|p| p + self.int.len())
+            .or_else(|| self.int.iter().rposition(nonzero))
     }
 
     /// The integer spelled by digits `from..=to`, or `None` on i128 overflow.
     fn integer(&self, from: usize, to: usize) -> Option<i128> {
-        (from..=to).try_fold(0i128, |acc, i| acc.checked_mul(10)?.checked_add(i128::from(self.at(i))))
+        (from..=to).try_fold(0i128, |acc, i| {
+            acc.checked_mul(10)?.checked_add(i128::from(self.at(i)))
+        })
     }
 }
 
@@ -543,11 +628,18 @@ fn magnitude_nanos(int: &[u8], frac: &[u8], multiplier: Multiplier) -> Option<i1
     if shift >= 0 {
         // Whole nanos: at most 28 significant digits here, times 10^shift stays below 10^28.
         let ten_pow = 10i128.checked_pow(u32::try_from(shift).ok()?)?;
-        return digits.integer(lo, hi)?.checked_mul(ten_pow)?.checked_mul(factor);
+        return digits
+            .integer(lo, hi)?
+            .checked_mul(ten_pow)?
+            .checked_mul(factor);
     }
     // Digits at index <= last_whole are whole nanos, later ones are finer than a nano.
     let last_whole = int.len() as i128 + exp10 + 8;
-    let whole = if last_whole >= lo as i128 { digits.integer(lo, usize::try_from(last_whole).ok()?)? } else { 0 };
+    let whole = if last_whole >= lo as i128 {
+        digits.integer(lo, usize::try_from(last_whole).ok()?)?
+    } else {
+        0
+    };
     if bits == 0 {
         // The last significant digit is non-zero and below one nano: round up.
         return Some(whole + 1);
@@ -571,7 +663,10 @@ fn magnitude_nanos(int: &[u8], frac: &[u8], multiplier: Multiplier) -> Option<i1
         zeros -= 1;
     }
     let carried = i128::try_from(carry).ok()?;
-    whole.checked_mul(factor)?.checked_add(carried)?.checked_add(i128::from(inexact))
+    whole
+        .checked_mul(factor)?
+        .checked_add(carried)?
+        .checked_add(i128::from(inexact))
 }
 
 #[cfg(test)]
@@ -633,8 +728,18 @@ mod tests {
             ("1.e3", 1_000 * N, DecimalExponent, "1e3"),
             ("1e18", 10i128.pow(27), DecimalExponent, "1e18"),
             ("-1e-3", -1_000_000, DecimalExponent, "-1e-3"),
-            ("1e-99999999999999999999999999999999999", 1, DecimalExponent, "1e-9"),
-            ("0e99999999999999999999999999999999999", 0, DecimalExponent, "0"),
+            (
+                "1e-99999999999999999999999999999999999",
+                1,
+                DecimalExponent,
+                "1e-9",
+            ),
+            (
+                "0e99999999999999999999999999999999999",
+                0,
+                DecimalExponent,
+                "0",
+            ),
             ("1.5Gi", 1536 * ki.pow(2) * N, BinarySI, "1536Mi"),
             ("1536Mi", 1536 * ki.pow(2) * N, BinarySI, "1536Mi"),
             ("1024Mi", ki.pow(3) * N, BinarySI, "1Gi"),
@@ -648,7 +753,12 @@ mod tests {
             ("0.0001Ki", 102_400_000, DecimalSI, "102400u"),
             ("0.0000000005Ki", 512, DecimalSI, "512n"),
             ("0.00000000001Ki", 11, DecimalSI, "11n"),
-            ("1.0000000000000000000000001Ki", ki * N + 1, BinarySI, "1024000000001n"),
+            (
+                "1.0000000000000000000000001Ki",
+                ki * N + 1,
+                BinarySI,
+                "1024000000001n",
+            ),
             ("1.G", 10i128.pow(18), DecimalSI, "1G"),
             (".5", N / 2, DecimalSI, "500m"),
             ("5.", 5 * N, DecimalSI, "5"),
@@ -670,16 +780,40 @@ mod tests {
             ("0.0000000001", 1, DecimalSI, "1n"),
             ("1000000000000000000", 10i128.pow(27), DecimalSI, "1E"),
             ("9E", 9 * 10i128.pow(27), DecimalSI, "9E"),
-            ("9223372036854775807", MAX_NANOS, DecimalSI, "9223372036854775807"),
-            ("-9223372036854775807", -MAX_NANOS, DecimalSI, "-9223372036854775807"),
-            ("9223372036854775806.999999999", MAX_NANOS - 1, DecimalSI, "9223372036854775806999999999n"),
-            ("9223372036854775.807k", MAX_NANOS, DecimalSI, "9223372036854775807"),
+            (
+                "9223372036854775807",
+                MAX_NANOS,
+                DecimalSI,
+                "9223372036854775807",
+            ),
+            (
+                "-9223372036854775807",
+                -MAX_NANOS,
+                DecimalSI,
+                "-9223372036854775807",
+            ),
+            (
+                "9223372036854775806.999999999",
+                MAX_NANOS - 1,
+                DecimalSI,
+                "9223372036854775806999999999n",
+            ),
+            (
+                "9223372036854775.807k",
+                MAX_NANOS,
+                DecimalSI,
+                "9223372036854775807",
+            ),
         ];
         for &(input, nanos, format, canonical) in cases {
             let parsed = q(input);
             assert_eq!(parsed.nanos(), nanos, "nanos of {input:?}");
             assert_eq!(parsed.format(), format, "format of {input:?}");
-            assert_eq!(parsed.to_canonical_string(), canonical, "canonical of {input:?}");
+            assert_eq!(
+                parsed.to_canonical_string(),
+                canonical,
+                "canonical of {input:?}"
+            );
             assert_eq!(parsed.to_string(), canonical, "Display of {input:?}");
             assert_eq!(input.parse::<Quantity>(), Ok(parsed));
         }
@@ -702,7 +836,13 @@ mod tests {
         assert_eq!(q(&format!("0.{nines}")).nanos(), N);
         assert_eq!(q(&format!("0.{nines}Ki")).nanos(), 1024 * N);
         assert_eq!(q(&format!("{nines}e-1000009")).nanos(), 1);
-        assert!(matches!(Quantity::parse(&nines), Err(QuantityError::OutOfRange { negative: false, .. })));
+        assert!(matches!(
+            Quantity::parse(&nines),
+            Err(QuantityError::OutOfRange {
+                negative: false,
+                ..
+            })
+        ));
     }
 
     #[test]
@@ -719,8 +859,14 @@ mod tests {
             (Quantity::from_value(5000, DecimalSI), "5k"),
             (Quantity::from_value(5, DecimalExponent), "5"),
             (Quantity::from_value(5000, DecimalExponent), "5e3"),
-            (Quantity::from_value(i64::MAX, BinarySI), "9223372036854775807"),
-            (Quantity::from_value(i64::MIN, DecimalSI), "-9223372036854775807"),
+            (
+                Quantity::from_value(i64::MAX, BinarySI),
+                "9223372036854775807",
+            ),
+            (
+                Quantity::from_value(i64::MIN, DecimalSI),
+                "-9223372036854775807",
+            ),
             (Quantity::from_milli(1500, BinarySI), "1500m"),
             (Quantity::from_milli(1500, DecimalSI), "1500m"),
             (Quantity::from_milli(2_048_000, BinarySI), "2Ki"),
@@ -756,17 +902,37 @@ mod tests {
             ("1.5Gi", 1_610_612_736, Some(1_610_612_736_000)),
             ("9223372036854775807", i64::MAX, None),
             ("-9223372036854775807", -i64::MAX, None),
-            ("9223372036854775", 9_223_372_036_854_775, Some(9_223_372_036_854_775_000)),
-            ("9223372036854775807m", 9_223_372_036_854_776, Some(i64::MAX)),
+            (
+                "9223372036854775",
+                9_223_372_036_854_775,
+                Some(9_223_372_036_854_775_000),
+            ),
+            (
+                "9223372036854775807m",
+                9_223_372_036_854_776,
+                Some(i64::MAX),
+            ),
             ("9223372036854775808m", 9_223_372_036_854_776, None),
-            ("-9223372036854775808m", -9_223_372_036_854_775, Some(i64::MIN)),
+            (
+                "-9223372036854775808m",
+                -9_223_372_036_854_775,
+                Some(i64::MIN),
+            ),
             ("7Ei", 7 << 60, None),
         ];
         for &(input, value, milli) in cases {
             let parsed = q(input);
             assert_eq!(parsed.value(), value, "value of {input:?}");
-            assert_eq!(parsed.checked_milli_value(), milli, "checked_milli_value of {input:?}");
-            let saturated = milli.unwrap_or(if parsed.is_negative() { i64::MIN } else { i64::MAX });
+            assert_eq!(
+                parsed.checked_milli_value(),
+                milli,
+                "checked_milli_value of {input:?}"
+            );
+            let saturated = milli.unwrap_or(if parsed.is_negative() {
+                i64::MIN
+            } else {
+                i64::MAX
+            });
             assert_eq!(parsed.milli_value(), saturated, "milli_value of {input:?}");
         }
     }
@@ -783,11 +949,19 @@ mod tests {
             ("1.0000001Gi", "1073741931375m", Format::BinarySI),
             ("1Gi", "1Gi", Format::BinarySI),
             ("1e-7", "1e-3", Format::DecimalExponent),
-            ("9223372036854775806.9999999", "9223372036854775807", Format::DecimalSI),
+            (
+                "9223372036854775806.9999999",
+                "9223372036854775807",
+                Format::DecimalSI,
+            ),
         ];
         for (input, rounded, format) in cases {
             let result = q(input).round_up_to_milli();
-            assert_eq!((result.to_string().as_str(), result.format()), (rounded, format), "{input:?}");
+            assert_eq!(
+                (result.to_string().as_str(), result.format()),
+                (rounded, format),
+                "{input:?}"
+            );
         }
         assert_eq!(Quantity::default(), Quantity::ZERO);
         assert_eq!(Quantity::default().format(), Format::DecimalSI);
@@ -833,10 +1007,15 @@ mod tests {
         assert!(q("1Gi") > q("1G"));
         assert!(q("999m") < q("1"));
         assert!(q("-7Ei") < q("-1E"));
-        let mut list: Vec<Quantity> = ["1Gi", "-1", "500m", "1k", "0", "1Ki", "1e-9", "1E"].map(q).to_vec();
+        let mut list: Vec<Quantity> = ["1Gi", "-1", "500m", "1k", "0", "1Ki", "1e-9", "1E"]
+            .map(q)
+            .to_vec();
         list.sort();
         let sorted: Vec<String> = list.iter().map(Quantity::to_canonical_string).collect();
-        assert_eq!(sorted, ["-1", "0", "1e-9", "500m", "1k", "1Ki", "1Gi", "1E"]);
+        assert_eq!(
+            sorted,
+            ["-1", "0", "1e-9", "500m", "1k", "1Ki", "1Gi", "1E"]
+        );
 
         let (a, b) = (q("1Gi"), q("1073741824"));
         assert_eq!(a.max(b).format(), Format::BinarySI, "ties keep self");
@@ -920,7 +1099,10 @@ mod tests {
             ("9223372036854775.808k", false),
             ("1e19", false),
             ("10E", false),
-            ("99999999999999999999999999999999999999999999e99999999", false),
+            (
+                "99999999999999999999999999999999999999999999e99999999",
+                false,
+            ),
             ("1e99999999999999999999999999999999999999999", false),
             ("-1e99999999999999999999999999999999999999999", true),
             ("99999999999999999999999999999999999999999999Ei", false),
@@ -928,12 +1110,20 @@ mod tests {
         ];
         for (input, negative) in out_of_range {
             match Quantity::parse(input) {
-                Err(QuantityError::OutOfRange { negative: n, .. }) => assert_eq!(n, negative, "{input:?}"),
+                Err(QuantityError::OutOfRange { negative: n, .. }) => {
+                    assert_eq!(n, negative, "{input:?}")
+                }
                 other => panic!("{input:?}: expected out of range, got {other:?}"),
             }
         }
         let huge = "1".repeat(1_000_000);
-        assert!(matches!(Quantity::parse(&huge), Err(QuantityError::OutOfRange { negative: false, .. })));
+        assert!(matches!(
+            Quantity::parse(&huge),
+            Err(QuantityError::OutOfRange {
+                negative: false,
+                ..
+            })
+        ));
     }
 
     #[test]
@@ -945,20 +1135,45 @@ mod tests {
             "`12x` is not a valid quantity: unknown suffix `x` (expected one of n, u, m, k, M, G, \
              T, P, E, Ki, Mi, Gi, Ti, Pi, Ei, or an exponent such as e3)"
         );
-        assert_eq!(message("1.2.3"), "`1.2.3` is not a valid quantity: more than one decimal point");
-        assert_eq!(message(" 1"), "` 1` is not a valid quantity: whitespace is not allowed");
-        assert_eq!(message("1\n"), "`1\\n` is not a valid quantity: whitespace is not allowed");
-        assert_eq!(message("1e1.5"), "`1e1.5` is not a valid quantity: exponent `1.5` is not an integer");
-        assert_eq!(message("9Ei"), "`9Ei` is too large: quantities must be at most 2^63-1 (9223372036854775807)");
+        assert_eq!(
+            message("1.2.3"),
+            "`1.2.3` is not a valid quantity: more than one decimal point"
+        );
+        assert_eq!(
+            message(" 1"),
+            "` 1` is not a valid quantity: whitespace is not allowed"
+        );
+        assert_eq!(
+            message("1\n"),
+            "`1\\n` is not a valid quantity: whitespace is not allowed"
+        );
+        assert_eq!(
+            message("1e1.5"),
+            "`1e1.5` is not a valid quantity: exponent `1.5` is not an integer"
+        );
+        assert_eq!(
+            message("9Ei"),
+            "`9Ei` is too large: quantities must be at most 2^63-1 (9223372036854775807)"
+        );
         assert_eq!(
             message("-9Ei"),
             "`-9Ei` is too small: quantities must be at least -(2^63-1) (-9223372036854775807)"
         );
         let huge = format!("{}é", "9".repeat(10_000_000));
         let text = message(&huge);
-        assert_eq!(text, format!("`{}…` is not a valid quantity: {}", "9".repeat(40), unknown_suffix_text("é")));
+        assert_eq!(
+            text,
+            format!(
+                "`{}…` is not a valid quantity: {}",
+                "9".repeat(40),
+                unknown_suffix_text("é")
+            )
+        );
         let huge_number = message(&"9".repeat(1_000_000));
-        assert!(huge_number.starts_with(&format!("`{}…` is too large", "9".repeat(40))), "{huge_number}");
+        assert!(
+            huge_number.starts_with(&format!("`{}…` is too large", "9".repeat(40))),
+            "{huge_number}"
+        );
         assert!(huge_number.len() < 200);
         // Exactly 40 characters are echoed whole; multi-byte characters are never split.
         let forty = format!("{}x", "é".repeat(39));
@@ -976,27 +1191,55 @@ mod tests {
     #[test]
     fn arithmetic() {
         let sum = q("1Gi").checked_add(q("500M")).unwrap();
-        assert_eq!((sum.format(), sum.value()), (Format::BinarySI, 1_573_741_824));
+        assert_eq!(
+            (sum.format(), sum.value()),
+            (Format::BinarySI, 1_573_741_824)
+        );
         assert_eq!(sum.to_string(), "1573741824");
         let sum = q("500M").checked_add(q("1Gi")).unwrap();
-        assert_eq!((sum.format(), sum.to_string().as_str()), (Format::DecimalSI, "1573741824"));
+        assert_eq!(
+            (sum.format(), sum.to_string().as_str()),
+            (Format::DecimalSI, "1573741824")
+        );
         assert_eq!(q("1Gi").checked_add(q("1Gi")).unwrap().to_string(), "2Gi");
-        assert_eq!(q("1Gi").checked_add(q("512Mi")).unwrap().to_string(), "1536Mi");
+        assert_eq!(
+            q("1Gi").checked_add(q("512Mi")).unwrap().to_string(),
+            "1536Mi"
+        );
         assert_eq!(q("1").checked_add(q("500m")).unwrap().to_string(), "1500m");
         assert_eq!(q("1e3").checked_add(q("1k")).unwrap().to_string(), "2e3");
         assert_eq!(q("1").checked_sub(q("1500m")).unwrap().to_string(), "-500m");
         assert_eq!(q("2Gi").checked_sub(q("1Gi")).unwrap().to_string(), "1Gi");
         // A zero receiver takes the other operand's format (upstream Add/Sub).
-        let total = [q("1Gi"), q("512Mi")].into_iter().try_fold(Quantity::ZERO, Quantity::checked_add).unwrap();
-        assert_eq!((total.format(), total.to_string().as_str()), (Format::BinarySI, "1536Mi"));
-        assert_eq!(Quantity::ZERO.checked_sub(q("1Gi")).unwrap().to_string(), "-1Gi");
-        assert_eq!(q("1Gi").checked_sub(q("1Gi")).unwrap().format(), Format::BinarySI);
+        let total = [q("1Gi"), q("512Mi")]
+            .into_iter()
+            .try_fold(Quantity::ZERO, Quantity::checked_add)
+            .unwrap();
+        assert_eq!(
+            (total.format(), total.to_string().as_str()),
+            (Format::BinarySI, "1536Mi")
+        );
+        assert_eq!(
+            Quantity::ZERO.checked_sub(q("1Gi")).unwrap().to_string(),
+            "-1Gi"
+        );
+        assert_eq!(
+            q("1Gi").checked_sub(q("1Gi")).unwrap().format(),
+            Format::BinarySI
+        );
 
         let max = q("9223372036854775807");
         assert_eq!(max.checked_add(q("0")), Ok(max));
         assert_eq!(q("7Ei").checked_add(q("-7Ei")), Ok(Quantity::ZERO));
         let overflow = q("7Ei").checked_add(q("7Ei")).unwrap_err();
-        assert_eq!(overflow, QuantityError::Overflow { op: ArithmeticOp::Add, lhs: q("7Ei"), rhs: q("7Ei") });
+        assert_eq!(
+            overflow,
+            QuantityError::Overflow {
+                op: ArithmeticOp::Add,
+                lhs: q("7Ei"),
+                rhs: q("7Ei")
+            }
+        );
         assert_eq!(
             overflow.to_string(),
             "the result of `7Ei + 7Ei` is too large: quantities must be at most 2^63-1 (9223372036854775807)"
@@ -1021,7 +1264,10 @@ mod tests {
 
     impl Lcg {
         fn step(&mut self) -> u64 {
-            self.0 = self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            self.0 = self
+                .0
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
             self.0 >> 11
         }
 
@@ -1035,10 +1281,15 @@ mod tests {
     fn oracle(negative: bool, int: u64, frac: &str, exp10: i32, k: u32) -> Option<i128> {
         // `den` stays below 10^7 whenever `num` grows, so an overflowing `num` means a value
         // far above 2^63-1 units: report it as out of range.
-        let frac_value: i128 = if frac.is_empty() { 0 } else { frac.parse().unwrap() };
+        let frac_value: i128 = if frac.is_empty() {
+            0
+        } else {
+            frac.parse().unwrap()
+        };
         let mut den = 10i128.pow(frac.len() as u32);
-        let mut num =
-            (i128::from(int) * den + frac_value).checked_mul(NANOS_PER_UNIT)?.checked_mul(1i128 << (10 * k))?;
+        let mut num = (i128::from(int) * den + frac_value)
+            .checked_mul(NANOS_PER_UNIT)?
+            .checked_mul(1i128 << (10 * k))?;
         if exp10 >= 0 {
             num = num.checked_mul(10i128.pow(exp10 as u32))?;
         } else {
@@ -1054,7 +1305,11 @@ mod tests {
     fn assert_stable(original: Quantity, canonical: &str, again: Quantity) {
         let reprinted = again.to_canonical_string();
         if original.format() == Format::BinarySI && again.format() == Format::DecimalSI {
-            assert_eq!(q(&reprinted).to_canonical_string(), reprinted, "{original:?} -> {canonical}");
+            assert_eq!(
+                q(&reprinted).to_canonical_string(),
+                reprinted,
+                "{original:?} -> {canonical}"
+            );
             assert_eq!(q(&reprinted), original);
         } else {
             assert_eq!(reprinted, canonical, "{original:?}");
@@ -1091,7 +1346,9 @@ mod tests {
                 2 => rng.below(10_000) * 1024,
                 _ => rng.below(10_000_000),
             };
-            let frac: String = (0..rng.below(8)).map(|_| char::from(b'0' + rng.below(10) as u8)).collect();
+            let frac: String = (0..rng.below(8))
+                .map(|_| char::from(b'0' + rng.below(10) as u8))
+                .collect();
             let (suffix, exp10, k) = if rng.below(5) == 0 {
                 let e = rng.below(31) as i32 - 12;
                 (format!("e{e}"), e, 0)
@@ -1106,7 +1363,11 @@ mod tests {
             } else {
                 ""
             };
-            let dot = if frac.is_empty() && rng.below(2) == 0 { "" } else { "." };
+            let dot = if frac.is_empty() && rng.below(2) == 0 {
+                ""
+            } else {
+                "."
+            };
             let text = format!("{sign}{int}{dot}{frac}{suffix}");
             let expected = oracle(negative, int, &frac, exp10, k);
             let parsed = Quantity::parse(&text);
@@ -1119,7 +1380,9 @@ mod tests {
                     assert_stable(quantity, &canonical, again);
                     parsed_ok += 1;
                 }
-                (None, Err(QuantityError::OutOfRange { negative: n, .. })) => assert_eq!(n, negative, "{text}"),
+                (None, Err(QuantityError::OutOfRange { negative: n, .. })) => {
+                    assert_eq!(n, negative, "{text}")
+                }
                 (expected, parsed) => panic!("{text}: expected {expected:?}, got {parsed:?}"),
             }
         }
@@ -1134,8 +1397,15 @@ mod tests {
                 2 => i128::from(rng.step()) * i128::from(rng.step()) % (MAX_NANOS + 1),
                 _ => i128::from(rng.below(1 << 53)) * NANOS_PER_UNIT,
             };
-            let nanos = if rng.below(3) == 0 { -magnitude } else { magnitude };
-            let quantity = Quantity { nanos, format: formats[rng.below(3) as usize] };
+            let nanos = if rng.below(3) == 0 {
+                -magnitude
+            } else {
+                magnitude
+            };
+            let quantity = Quantity {
+                nanos,
+                format: formats[rng.below(3) as usize],
+            };
             let canonical = quantity.to_canonical_string();
             let again = q(&canonical);
             assert_eq!(again.nanos(), nanos, "{quantity:?} -> {canonical}");

@@ -27,22 +27,29 @@ pub fn is_hugepages(name: &str) -> bool {
 /// `IsPodLevelResourcesSet`: `spec.resources` has a supported request or limit.
 pub fn pod_level_resources_set(pod: &Pod) -> bool {
     pod.resources.as_ref().is_some_and(|r| {
-        r.requests().keys().chain(r.limits().keys()).any(|k| is_supported_pod_level_resource(k))
+        r.requests()
+            .keys()
+            .chain(r.limits().keys())
+            .any(|k| is_supported_pod_level_resource(k))
     })
 }
 
 /// `IsPodLevelRequestsSet`: `spec.resources.requests` has a supported key.
 pub fn pod_level_requests_set(pod: &Pod) -> bool {
-    pod.resources
-        .as_ref()
-        .is_some_and(|r| r.requests().keys().any(|k| is_supported_pod_level_resource(k)))
+    pod.resources.as_ref().is_some_and(|r| {
+        r.requests()
+            .keys()
+            .any(|k| is_supported_pod_level_resource(k))
+    })
 }
 
 /// `IsPodLevelLimitsSet`: `spec.resources.limits` has a supported key.
 pub fn pod_level_limits_set(pod: &Pod) -> bool {
-    pod.resources
-        .as_ref()
-        .is_some_and(|r| r.limits().keys().any(|k| is_supported_pod_level_resource(k)))
+    pod.resources.as_ref().is_some_and(|r| {
+        r.limits()
+            .keys()
+            .any(|k| is_supported_pod_level_resource(k))
+    })
 }
 
 /// Upstream `PodResourcesOptions`, parsed.
@@ -95,7 +102,10 @@ fn apply_non_missing(requests: &ResourceMap, non_missing: Option<&ResourceMap>) 
 /// The KEP-753 aggregate of one resource source over all containers.
 /// `source` returns a container's list, or `None` when that source has
 /// nothing for it (counts as an empty list).
-pub fn aggregate(pod: &Pod, mut source: impl FnMut(&Container) -> Option<ResourceMap>) -> ResourceMap {
+pub fn aggregate(
+    pod: &Pod,
+    mut source: impl FnMut(&Container) -> Option<ResourceMap>,
+) -> ResourceMap {
     let mut result = ResourceMap::new();
     for c in &pod.containers {
         if let Some(r) = source(c) {
@@ -151,7 +161,9 @@ fn first_resize_pending_reason(pod: &Pod) -> Option<&str> {
 /// `AggregateContainerRequests(pod, options)`.
 pub fn aggregate_container_requests(pod: &Pod, options: &Options) -> ResourceMap {
     let non_missing = options.non_missing_container_requests.as_ref();
-    let spec = aggregate(pod, |c| Some(apply_non_missing(c.resources.requests(), non_missing)));
+    let spec = aggregate(pod, |c| {
+        Some(apply_non_missing(c.resources.requests(), non_missing))
+    });
     if !options.use_status_resources {
         return spec;
     }
@@ -161,20 +173,33 @@ pub fn aggregate_container_requests(pod: &Pod, options: &Options) -> ResourceMap
     };
     let pod_level_status = options.in_place_pod_level_resources_vertical_scaling
         && pod.status.allocated.is_some()
-        && pod.status.resources.as_ref().is_some_and(|r| r.requests.is_some());
+        && pod
+            .status
+            .resources
+            .as_ref()
+            .is_some_and(|r| r.requests.is_some());
     let (allocated, actuated) = if pod_level_status {
         (
             pod.status.allocated.clone().unwrap_or_default(),
-            pod.status.resources.as_ref().map(|r| r.requests().clone()).unwrap_or_default(),
+            pod.status
+                .resources
+                .as_ref()
+                .map(|r| r.requests().clone())
+                .unwrap_or_default(),
         )
     } else {
-        let allocated = aggregate(pod, |c| match status_for(pod, c).and_then(|s| s.allocated.clone()) {
-            Some(a) => Some(a),
-            None => spec_fallback(c),
+        let allocated = aggregate(pod, |c| {
+            match status_for(pod, c).and_then(|s| s.allocated.clone()) {
+                Some(a) => Some(a),
+                None => spec_fallback(c),
+            }
         });
         let actuated = aggregate(pod, |c| {
             let status = status_for(pod, c);
-            if let Some(req) = status.and_then(|s| s.resources.as_ref()).and_then(|r| r.requests.clone()) {
+            if let Some(req) = status
+                .and_then(|s| s.resources.as_ref())
+                .and_then(|r| r.requests.clone())
+            {
                 return Some(req);
             }
             match status.and_then(|s| s.allocated.clone()) {
@@ -204,7 +229,10 @@ pub fn aggregate_container_limits(pod: &Pod, options: &Options) -> ResourceMap {
     let actuated = match pod_level_limits {
         Some(limits) => limits,
         None => aggregate(pod, |c| {
-            match status_for(pod, c).and_then(|s| s.resources.as_ref()).and_then(|r| r.limits.clone()) {
+            match status_for(pod, c)
+                .and_then(|s| s.resources.as_ref())
+                .and_then(|r| r.limits.clone())
+            {
                 Some(l) => Some(l),
                 None => (!infeasible).then(|| c.resources.limits().clone()),
             }
@@ -255,13 +283,24 @@ pub fn dra_container_share(pod: &Pod, container: &str, resource: &str) -> Quanti
 
 fn pod_level_effective(pod: &Pod, options: &Options, requests: bool) -> Option<ResourceMap> {
     let spec_resources = pod.resources.as_ref()?;
-    let spec = if requests { spec_resources.requests() } else { spec_resources.limits() };
+    let spec = if requests {
+        spec_resources.requests()
+    } else {
+        spec_resources.limits()
+    };
     let status = pod.status.resources.as_ref();
-    if !(options.use_status_resources && options.in_place_pod_level_resources_vertical_scaling && status.is_some()) {
+    if !(options.use_status_resources
+        && options.in_place_pod_level_resources_vertical_scaling
+        && status.is_some())
+    {
         return Some(spec.clone());
     }
     let status = status.expect("checked above");
-    let mut eff = if resize_infeasible(pod) { ResourceMap::new() } else { spec.clone() };
+    let mut eff = if resize_infeasible(pod) {
+        ResourceMap::new()
+    } else {
+        spec.clone()
+    };
     if requests {
         max_into(&mut eff, status.requests());
         if let Some(allocated) = &pod.status.allocated {
@@ -283,18 +322,21 @@ pub fn pod_requests(pod: &Pod, options: &Options, gates: &FeatureGates) -> Resou
     if gates.dra_node_allocatable_resources {
         add_all(&mut reqs, &dra_claim_resources(pod));
     }
-    if !options.skip_pod_level_resources && pod_level_requests_set(pod)
-        && let Some(eff) = pod_level_effective(pod, options, true) {
-            for (k, v) in eff {
-                if is_supported_pod_level_resource(&k) {
-                    reqs.insert(k, v);
-                }
+    if !options.skip_pod_level_resources
+        && pod_level_requests_set(pod)
+        && let Some(eff) = pod_level_effective(pod, options, true)
+    {
+        for (k, v) in eff {
+            if is_supported_pod_level_resource(&k) {
+                reqs.insert(k, v);
             }
         }
+    }
     if !options.exclude_overhead
-        && let Some(overhead) = &pod.overhead {
-            add_all(&mut reqs, overhead);
-        }
+        && let Some(overhead) = &pod.overhead
+    {
+        add_all(&mut reqs, overhead);
+    }
     reqs
 }
 
@@ -314,28 +356,35 @@ pub fn pod_limits(pod: &Pod, options: &Options, gates: &FeatureGates) -> Resourc
     }
     // Upstream checks ResourcesSet (not LimitsSet) here; the loop below only
     // copies the limits that exist, so the two agree.
-    if !options.skip_pod_level_resources && pod_level_resources_set(pod)
-        && let Some(eff) = pod_level_effective(pod, options, false) {
-            for (k, v) in eff {
-                if is_supported_pod_level_resource(&k) {
-                    limits.insert(k, v);
-                }
+    if !options.skip_pod_level_resources
+        && pod_level_resources_set(pod)
+        && let Some(eff) = pod_level_effective(pod, options, false)
+    {
+        for (k, v) in eff {
+            if is_supported_pod_level_resource(&k) {
+                limits.insert(k, v);
             }
         }
+    }
     if !options.exclude_overhead
-        && let Some(overhead) = &pod.overhead {
-            for (k, v) in overhead {
-                if let Some(limit) = limits.get_mut(k)
-                    && !limit.is_zero() {
-                        *limit = limit.saturating_add(*v);
-                    }
+        && let Some(overhead) = &pod.overhead
+    {
+        for (k, v) in overhead {
+            if let Some(limit) = limits.get_mut(k)
+                && !limit.is_zero()
+            {
+                *limit = limit.saturating_add(*v);
             }
         }
+    }
     limits
 }
 
 /// Options as the kubelet uses them for cgroups and admission: pod-level
 /// resources honoured when the gate is on.
 pub fn kubelet_options(gates: &FeatureGates) -> Options {
-    Options { skip_pod_level_resources: !gates.pod_level_resources, ..Options::default() }
+    Options {
+        skip_pod_level_resources: !gates.pod_level_resources,
+        ..Options::default()
+    }
 }

@@ -36,7 +36,12 @@ pub fn validate_pod(input: &wit::Pod, node: &NodeConfig) -> Vec<FieldError> {
     };
     let mut errors = Vec::new();
     for c in pod.init_and_regular() {
-        validate_requirements(&c.resources, &format!("{}.resources", c.path), false, &mut errors);
+        validate_requirements(
+            &c.resources,
+            &format!("{}.resources", c.path),
+            false,
+            &mut errors,
+        );
     }
     for c in &pod.ephemeral_containers {
         let r = &c.resources;
@@ -61,7 +66,12 @@ pub fn validate_pod(input: &wit::Pod, node: &NodeConfig) -> Vec<FieldError> {
     errors
 }
 
-fn validate_pod_level(pod: &Pod, pod_resources: &Requirements, gates: &FeatureGates, errors: &mut Vec<FieldError>) {
+fn validate_pod_level(
+    pod: &Pod,
+    pod_resources: &Requirements,
+    gates: &FeatureGates,
+    errors: &mut Vec<FieldError>,
+) {
     let set = !pod_resources.requests().is_empty() || !pod_resources.limits().is_empty();
     if !set {
         return;
@@ -75,7 +85,11 @@ fn validate_pod_level(pod: &Pod, pod_resources: &Requirements, gates: &FeatureGa
         return;
     }
     if pod.os_name.as_deref() == Some("windows") {
-        errors.push(field_error("spec.resources", ErrorReason::Forbidden, "may not be set for a windows pod"));
+        errors.push(field_error(
+            "spec.resources",
+            ErrorReason::Forbidden,
+            "may not be set for a windows pod",
+        ));
         return;
     }
     validate_requirements(pod_resources, "spec.resources", true, errors);
@@ -85,27 +99,33 @@ fn validate_pod_level(pod: &Pod, pod_resources: &Requirements, gates: &FeatureGa
     let aggregate = resources::aggregate_container_requests(pod, &resources::Options::default());
     for (name, total) in &aggregate {
         if let Some(request) = requests.get(name)
-            && total > request {
-                errors.push(invalid(
-                    format!("spec.resources.requests[{name}]"),
-                    request,
-                    format!(
-                        "must be greater than or equal to aggregate container requests of {}",
-                        total.to_canonical_string()
-                    ),
-                ));
-            }
+            && total > request
+        {
+            errors.push(invalid(
+                format!("spec.resources.requests[{name}]"),
+                request,
+                format!(
+                    "must be greater than or equal to aggregate container requests of {}",
+                    total.to_canonical_string()
+                ),
+            ));
+        }
     }
-    let aggregate_limits = resources::aggregate_container_limits(pod, &resources::Options::default());
+    let aggregate_limits =
+        resources::aggregate_container_limits(pod, &resources::Options::default());
     for (name, total) in aggregate_limits.iter().filter(|(n, _)| is_hugepages(n)) {
         if let Some(limit) = limits.get(name)
-            && total > limit {
-                errors.push(invalid(
-                    format!("spec.resources.limits[{name}]"),
-                    limit,
-                    format!("must be greater than or equal to aggregate container limits of {}", total.to_canonical_string()),
-                ));
-            }
+            && total > limit
+        {
+            errors.push(invalid(
+                format!("spec.resources.limits[{name}]"),
+                limit,
+                format!(
+                    "must be greater than or equal to aggregate container limits of {}",
+                    total.to_canonical_string()
+                ),
+            ));
+        }
     }
     // The KEP forbids any single container limit above the pod limit; the
     // sum of container limits may exceed it. Upstream checks regular
@@ -113,13 +133,17 @@ fn validate_pod_level(pod: &Pod, pod_resources: &Requirements, gates: &FeatureGa
     for (i, c) in pod.containers.iter().enumerate() {
         for (name, limit) in c.resources.limits() {
             if let Some(pod_limit) = limits.get(name)
-                && limit > pod_limit {
-                    errors.push(invalid(
-                        format!("spec.resources.containers[{i}][{name}].limits"),
-                        limit,
-                        format!("must be less than or equal to pod limits of {}", pod_limit.to_canonical_string()),
-                    ));
-                }
+                && limit > pod_limit
+            {
+                errors.push(invalid(
+                    format!("spec.resources.containers[{i}][{name}].limits"),
+                    limit,
+                    format!(
+                        "must be less than or equal to pod limits of {}",
+                        pod_limit.to_canonical_string()
+                    ),
+                ));
+            }
         }
     }
 }
@@ -127,7 +151,11 @@ fn validate_pod_level(pod: &Pod, pod_resources: &Requirements, gates: &FeatureGa
 fn validate_resource_name(name: &str, field: &str, pod_level: bool, errors: &mut Vec<FieldError>) {
     if pod_level {
         if !is_supported_pod_level_resource(name) {
-            let mut e = field_error(field, ErrorReason::NotSupported, "supported values: \"cpu\", \"hugepages-\", \"memory\"");
+            let mut e = field_error(
+                field,
+                ErrorReason::NotSupported,
+                "supported values: \"cpu\", \"hugepages-\", \"memory\"",
+            );
             e.bad_value = Some(crate::model::truncate(name));
             errors.push(e);
         }
@@ -135,14 +163,20 @@ fn validate_resource_name(name: &str, field: &str, pod_level: bool, errors: &mut
     }
     let qualified = name.contains('/');
     if !qualified && !STANDARD_CONTAINER_RESOURCES.contains(&name) && !is_hugepages(name) {
-        let mut e = field_error(field, ErrorReason::Invalid, "must be a standard resource for containers");
+        let mut e = field_error(
+            field,
+            ErrorReason::Invalid,
+            "must be a standard resource for containers",
+        );
         e.bad_value = Some(crate::model::truncate(name));
         errors.push(e);
     }
 }
 
 fn hugepage_size(name: &str) -> Option<Quantity> {
-    name.strip_prefix("hugepages-").and_then(|s| Quantity::parse(s).ok()).filter(|q| q.value() > 0)
+    name.strip_prefix("hugepages-")
+        .and_then(|s| Quantity::parse(s).ok())
+        .filter(|q| q.value() > 0)
 }
 
 fn validate_hugepage_value(name: &str, q: &Quantity, field: &str, errors: &mut Vec<FieldError>) {
@@ -151,13 +185,21 @@ fn validate_hugepage_value(name: &str, q: &Quantity, field: &str, errors: &mut V
         errors.push(invalid(
             field.to_string(),
             q,
-            format!("{} is not positive integer multiple of {name}", q.to_canonical_string()),
+            format!(
+                "{} is not positive integer multiple of {name}",
+                q.to_canonical_string()
+            ),
         ));
     }
 }
 
 /// `validateResourceRequirements` for a container or the pod.
-fn validate_requirements(r: &Requirements, path: &str, pod_level: bool, errors: &mut Vec<FieldError>) {
+fn validate_requirements(
+    r: &Requirements,
+    path: &str,
+    pod_level: bool,
+    errors: &mut Vec<FieldError>,
+) {
     let limits: &ResourceMap = r.limits();
     let requests: &ResourceMap = r.requests();
     let mut cpu_or_memory = false;
@@ -178,12 +220,18 @@ fn validate_requirements(r: &Requirements, path: &str, pod_level: bool, errors: 
             Some(limit) if q != limit && !is_overcommit_allowed(name) => errors.push(invalid(
                 format!("{path}.requests[{name}]"),
                 q,
-                format!("must be equal to {name} limit of {}", limit.to_canonical_string()),
+                format!(
+                    "must be equal to {name} limit of {}",
+                    limit.to_canonical_string()
+                ),
             )),
             Some(limit) if q > limit => errors.push(invalid(
                 format!("{path}.requests[{name}]"),
                 q,
-                format!("must be less than or equal to {name} limit of {}", limit.to_canonical_string()),
+                format!(
+                    "must be less than or equal to {name} limit of {}",
+                    limit.to_canonical_string()
+                ),
             )),
             Some(_) => {}
             None if !is_overcommit_allowed(name) => errors.push(field_error(
@@ -200,6 +248,10 @@ fn validate_requirements(r: &Requirements, path: &str, pod_level: bool, errors: 
         cpu_or_memory |= name == "cpu" || name == "memory";
     }
     if hugepages && !cpu_or_memory {
-        errors.push(field_error(path.to_string(), ErrorReason::Forbidden, "HugePages require cpu or memory"));
+        errors.push(field_error(
+            path.to_string(),
+            ErrorReason::Forbidden,
+            "HugePages require cpu or memory",
+        ));
     }
 }

@@ -14,7 +14,10 @@ fn assert_clean_error(code: i32, stderr: &str) {
 fn policy_info_prints_versions() {
     let (code, stdout, stderr) = podpolicy(&["policy", "info"]);
     assert_eq!(code, 0, "{stderr}");
-    assert!(stdout.contains("WIT package         podpolicy:policy@0.1.0"), "{stdout}");
+    assert!(
+        stdout.contains("WIT package         podpolicy:policy@0.2.0"),
+        "{stdout}"
+    );
     assert!(stdout.contains("Kubernetes version  1.36"), "{stdout}");
     let (code, stdout, _) = podpolicy(&["policy", "info", "-o", "json"]);
     assert_eq!(code, 0);
@@ -25,10 +28,20 @@ fn policy_info_prints_versions() {
 #[test]
 fn explain_reads_stdin_lists_and_multi_document_yaml() {
     let two_docs = b"apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers: [{name: c, resources: {requests: {cpu: 1}}}]\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: b}\nspec:\n  containers: [{name: c}]\n";
-    let (code, stdout, stderr) =
-        podpolicy_with_stdin(&["explain", "-o", "json", "--node", "fixtures/nodes/node-1000gi.yaml", "-"], Some(two_docs));
+    let (code, stdout, stderr) = podpolicy_with_stdin(
+        &[
+            "explain",
+            "-o",
+            "json",
+            "--node",
+            "fixtures/nodes/node-1000gi.yaml",
+            "-",
+        ],
+        Some(two_docs),
+    );
     assert_eq!(code, 0, "{stderr}");
-    let v: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let v = &report["pods"];
     assert_eq!(v.as_array().map(Vec::len), Some(2));
     assert_eq!(v[0]["source"], "<stdin>#1");
     // A bare YAML number is a quantity too (`cpu: 1`).
@@ -36,8 +49,17 @@ fn explain_reads_stdin_lists_and_multi_document_yaml() {
     assert_eq!(v[1]["qosClass"], "BestEffort");
 
     let list = br#"{"apiVersion":"v1","kind":"List","items":[{"kind":"Pod","metadata":{"name":"x"},"spec":{"containers":[{"name":"c"}]}}]}"#;
-    let (code, stdout, stderr) =
-        podpolicy_with_stdin(&["explain", "-o", "yaml", "--node", "fixtures/nodes/node-1000gi.yaml", "-"], Some(list));
+    let (code, stdout, stderr) = podpolicy_with_stdin(
+        &[
+            "explain",
+            "-o",
+            "yaml",
+            "--node",
+            "fixtures/nodes/node-1000gi.yaml",
+            "-",
+        ],
+        Some(list),
+    );
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("source: <stdin>#items[0]"), "{stdout}");
 }
@@ -55,7 +77,12 @@ fn malformed_yaml_names_the_file_and_position() {
     let dir = temp_dir("malformed");
     let file = dir.join("broken.yaml");
     std::fs::write(&file, "apiVersion: v1\nkind: Pod\nspec:\n  containers: [\n").expect("write");
-    let (code, _, stderr) = podpolicy(&["explain", "--node", "fixtures/nodes/node-1000gi.yaml", file.to_str().expect("path")]);
+    let (code, _, stderr) = podpolicy(&[
+        "explain",
+        "--node",
+        "fixtures/nodes/node-1000gi.yaml",
+        file.to_str().expect("path"),
+    ]);
     assert_clean_error(code, &stderr);
     assert!(stderr.contains("broken.yaml"), "{stderr}");
 }
@@ -63,7 +90,10 @@ fn malformed_yaml_names_the_file_and_position() {
 #[test]
 fn a_wrongly_typed_field_is_named() {
     let pod = b"kind: Pod\nmetadata: {name: p}\nspec:\n  containers: {name: c}\n";
-    let (code, _, stderr) = podpolicy_with_stdin(&["explain", "--node", "fixtures/nodes/node-1000gi.yaml", "-"], Some(pod));
+    let (code, _, stderr) = podpolicy_with_stdin(
+        &["explain", "--node", "fixtures/nodes/node-1000gi.yaml", "-"],
+        Some(pod),
+    );
     assert_clean_error(code, &stderr);
     assert!(stderr.contains("spec.containers"), "{stderr}");
 }
@@ -71,19 +101,30 @@ fn a_wrongly_typed_field_is_named() {
 #[test]
 fn an_unknown_quantity_is_an_invalid_field() {
     let pod = b"kind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    resources: {limits: {memory: 12Qi}}\n";
-    let (code, stdout, stderr) =
-        podpolicy_with_stdin(&["explain", "--node", "fixtures/nodes/node-1000gi.yaml", "-"], Some(pod));
+    let (code, stdout, stderr) = podpolicy_with_stdin(
+        &["explain", "--node", "fixtures/nodes/node-1000gi.yaml", "-"],
+        Some(pod),
+    );
     assert_eq!(code, 1, "{stderr}");
-    assert!(stdout.contains("spec.containers[0].resources.limits[memory]"), "{stdout}");
+    assert!(
+        stdout.contains("spec.containers[0].resources.limits[memory]"),
+        "{stdout}"
+    );
     assert!(stdout.contains("12Qi"), "{stdout}");
 }
 
 #[test]
 fn an_overflowing_quantity_is_an_invalid_field() {
     let pod = b"kind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    resources: {requests: {memory: 9Ei}}\n";
-    let (code, stdout, _) = podpolicy_with_stdin(&["explain", "--node", "fixtures/nodes/node-1000gi.yaml", "-"], Some(pod));
+    let (code, stdout, _) = podpolicy_with_stdin(
+        &["explain", "--node", "fixtures/nodes/node-1000gi.yaml", "-"],
+        Some(pod),
+    );
     assert_eq!(code, 1);
-    assert!(stdout.contains("spec.containers[0].resources.requests[memory]"), "{stdout}");
+    assert!(
+        stdout.contains("spec.containers[0].resources.requests[memory]"),
+        "{stdout}"
+    );
     assert!(stdout.contains("too large"), "{stdout}");
 }
 
@@ -101,15 +142,29 @@ fn a_ten_megabyte_random_file_is_refused_cleanly() {
         })
         .collect();
     std::fs::write(&file, bytes).expect("write");
-    let (code, _, stderr) = podpolicy(&["explain", "--node", "fixtures/nodes/node-1000gi.yaml", file.to_str().expect("path")]);
+    let (code, _, stderr) = podpolicy(&[
+        "explain",
+        "--node",
+        "fixtures/nodes/node-1000gi.yaml",
+        file.to_str().expect("path"),
+    ]);
     assert_clean_error(code, &stderr);
     assert!(stderr.contains("random.bin"), "{stderr}");
-    assert!(stderr.len() < 2000, "the message should be short, got {} bytes", stderr.len());
+    assert!(
+        stderr.len() < 2000,
+        "the message should be short, got {} bytes",
+        stderr.len()
+    );
 }
 
 #[test]
 fn a_missing_file_and_a_non_pod_are_errors() {
-    let (code, _, stderr) = podpolicy(&["explain", "--node", "fixtures/nodes/node-1000gi.yaml", "no/such/pod.yaml"]);
+    let (code, _, stderr) = podpolicy(&[
+        "explain",
+        "--node",
+        "fixtures/nodes/node-1000gi.yaml",
+        "no/such/pod.yaml",
+    ]);
     assert_clean_error(code, &stderr);
     assert!(stderr.contains("no/such/pod.yaml"), "{stderr}");
     let (code, _, stderr) = podpolicy_with_stdin(
@@ -124,12 +179,30 @@ fn a_missing_file_and_a_non_pod_are_errors() {
 fn bad_node_settings_are_reported_by_field() {
     let dir = temp_dir("node");
     let file = dir.join("node.yaml");
-    std::fs::write(&file, "capacity: {memory: 1Gi}\nkubeletConfig:\n  memoryThrottlingFactor: 1.5\n").expect("write");
-    let (code, _, stderr) = podpolicy(&["explain", "--node", file.to_str().expect("path"), "fixtures/pods/kep-option1.yaml"]);
+    std::fs::write(
+        &file,
+        "capacity: {memory: 1Gi}\nkubeletConfig:\n  memoryThrottlingFactor: 1.5\n",
+    )
+    .expect("write");
+    let (code, _, stderr) = podpolicy(&[
+        "explain",
+        "--node",
+        file.to_str().expect("path"),
+        "fixtures/pods/kep-option1.yaml",
+    ]);
     assert_clean_error(code, &stderr);
     assert!(stderr.contains("memoryThrottlingFactor"), "{stderr}");
-    std::fs::write(&file, "capacity: {memory: 1Gi}\nkubeletConfig:\n  cpuManagerPolcy: static\n").expect("write");
-    let (code, _, stderr) = podpolicy(&["explain", "--node", file.to_str().expect("path"), "fixtures/pods/kep-option1.yaml"]);
+    std::fs::write(
+        &file,
+        "capacity: {memory: 1Gi}\nkubeletConfig:\n  cpuManagerPolcy: static\n",
+    )
+    .expect("write");
+    let (code, _, stderr) = podpolicy(&[
+        "explain",
+        "--node",
+        file.to_str().expect("path"),
+        "fixtures/pods/kep-option1.yaml",
+    ]);
     assert_clean_error(code, &stderr);
     assert!(stderr.contains("cpuManagerPolcy"), "{stderr}");
 }
@@ -138,8 +211,13 @@ fn bad_node_settings_are_reported_by_field() {
 fn a_hostile_policy_file_is_refused() {
     let dir = temp_dir("policy");
     let file = dir.join("evil.wasm");
-    std::fs::write(&file, wat::parse_str(crate::hostile::WASI_IMPORTING_COMPONENT).expect("wat")).expect("write");
-    let (code, _, stderr) = podpolicy(&["--policy", file.to_str().expect("path"), "policy", "info"]);
+    std::fs::write(
+        &file,
+        wat::parse_str(crate::hostile::WASI_IMPORTING_COMPONENT).expect("wat"),
+    )
+    .expect("write");
+    let (code, _, stderr) =
+        podpolicy(&["--policy", file.to_str().expect("path"), "policy", "info"]);
     assert_clean_error(code, &stderr);
     assert!(stderr.contains("must import nothing"), "{stderr}");
 }
@@ -160,7 +238,13 @@ fn conformance_runs_any_file_of_the_vector_shape() {
     std::fs::write(&file, vectors.to_string()).expect("write");
     let (code, stdout, _) = podpolicy(&["conformance", file.to_str().expect("path")]);
     assert_eq!(code, 1, "a failing case must fail the run: {stdout}");
-    assert!(stdout.contains("FAIL qos wrong: expected Guaranteed, got BestEffort"), "{stdout}");
+    assert!(
+        stdout.contains("FAIL qos wrong: expected Guaranteed, got BestEffort"),
+        "{stdout}"
+    );
     assert!(stdout.contains("SKIP conversion"), "{stdout}");
-    assert!(stdout.contains("total: 1 passed, 1 failed, 1 skipped"), "{stdout}");
+    assert!(
+        stdout.contains("total: 1 passed, 1 failed, 1 skipped"),
+        "{stdout}"
+    );
 }

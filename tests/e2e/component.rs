@@ -13,7 +13,11 @@ pub fn component_imports(bytes: &[u8]) -> Vec<String> {
     config.wasm_component_model(true);
     let engine = Engine::new(&config).expect("engine");
     let component = Component::new(&engine, bytes).expect("a valid component");
-    component.component_type().imports(&engine).map(|(name, _)| name.to_string()).collect()
+    component
+        .component_type()
+        .imports(&engine)
+        .map(|(name, _)| name.to_string())
+        .collect()
 }
 
 #[test]
@@ -25,7 +29,10 @@ fn embedded_component_imports_nothing() {
 fn import_listing_sees_a_wasi_import() {
     // The check above must be able to fail: a component that imports WASI is listed.
     let hostile = wat::parse_str(crate::hostile::WASI_IMPORTING_COMPONENT).expect("valid WAT");
-    assert_eq!(component_imports(&hostile), vec!["wasi:cli/environment@0.2.6".to_string()]);
+    assert_eq!(
+        component_imports(&hostile),
+        vec!["wasi:cli/environment@0.2.6".to_string()]
+    );
 }
 
 #[test]
@@ -34,7 +41,12 @@ fn policy_info_reports_versions_and_gate_defaults() {
     assert_eq!(info.wit_version, WIT_VERSION);
     assert_eq!(info.kubernetes_version, "1.36");
     assert_eq!(info.policy_version, env!("CARGO_PKG_VERSION"));
-    let gate = |name: &str| info.feature_gates.iter().find(|g| g.name == name).map(|g| g.enabled);
+    let gate = |name: &str| {
+        info.feature_gates
+            .iter()
+            .find(|g| g.name == name)
+            .map(|g| g.enabled)
+    };
     assert_eq!(gate("PodLevelResources"), Some(true));
     assert_eq!(gate("PodLevelResourcesFixKubeletQOSClass"), Some(true));
     assert_eq!(gate("MemoryQoS"), Some(false));
@@ -42,8 +54,12 @@ fn policy_info_reports_versions_and_gate_defaults() {
 
 #[test]
 fn wit_package_version_matches_the_host() {
-    let wit = std::fs::read_to_string(crate::util::workspace().join("wit/policy.wit")).expect("wit file");
-    assert!(wit.contains(&format!("package podpolicy:policy@{WIT_VERSION};")), "wit/policy.wit and the host disagree on the version");
+    let wit =
+        std::fs::read_to_string(crate::util::workspace().join("wit/policy.wit")).expect("wit file");
+    assert!(
+        wit.contains(&format!("package podpolicy:policy@{WIT_VERSION};")),
+        "wit/policy.wit and the host disagree on the version"
+    );
 }
 
 #[test]
@@ -61,23 +77,48 @@ fn component_evaluates_a_pod_with_pod_level_limits() {
     });
     let pod = podpolicy::pod_input::pod_from_json(&json).expect("pod parses");
     let node = podpolicy::bindings::NodeSettings {
-        capacity: vec![podpolicy::bindings::ResourceQuantity { name: "memory".into(), quantity: "16Gi".into() }],
+        capacity: vec![podpolicy::bindings::ResourceQuantity {
+            name: "memory".into(),
+            quantity: "16Gi".into(),
+        }],
         ..podpolicy::empty_node()
     };
-    let eval = policy().evaluate(&pod, &node).expect("call works").expect("pod evaluates");
+    let eval = policy()
+        .evaluate(&pod, &node)
+        .expect("call works")
+        .expect("pod evaluates");
     assert_eq!(eval.qos_class, podpolicy::bindings::QosClass::Burstable);
     // No pod-level request (not defaulted here), so no remainder share:
     // proxy 1000 - 1000*128Mi/16Gi = 993 (the sidecar cap from `log`, 1000, is higher),
     // app 1000 - 1000*1Gi/16Gi = 938, log 1000 -> 999 (1000 is BestEffort's).
-    let scores: Vec<(&str, i32)> = eval.containers.iter().map(|c| (c.name.as_str(), c.oom_score_adj)).collect();
+    let scores: Vec<(&str, i32)> = eval
+        .containers
+        .iter()
+        .map(|c| (c.name.as_str(), c.oom_score_adj))
+        .collect();
     assert_eq!(scores, vec![("proxy", 993), ("app", 938), ("log", 999)]);
     let file = |files: &[podpolicy::bindings::CgroupFile], name: &str| {
-        files.iter().find(|f| f.file == name).map(|f| f.value.clone())
+        files
+            .iter()
+            .find(|f| f.file == name)
+            .map(|f| f.value.clone())
     };
-    assert_eq!(file(&eval.pod_cgroup_files, "memory.max").as_deref(), Some("2147483648"));
-    assert_eq!(file(&eval.pod_cgroup_files, "cpu.max").as_deref(), Some("200000 100000"));
+    assert_eq!(
+        file(&eval.pod_cgroup_files, "memory.max").as_deref(),
+        Some("2147483648")
+    );
+    assert_eq!(
+        file(&eval.pod_cgroup_files, "cpu.max").as_deref(),
+        Some("200000 100000")
+    );
     // KEP-2837 row 7: a container without a limit gets the pod-level limit in its cgroup.
     let log = &eval.containers[2];
-    assert_eq!(file(&log.cgroup_files, "memory.max").as_deref(), Some("2147483648"));
-    assert_eq!(file(&log.cgroup_files, "cpu.max").as_deref(), Some("200000 100000"));
+    assert_eq!(
+        file(&log.cgroup_files, "memory.max").as_deref(),
+        Some("2147483648")
+    );
+    assert_eq!(
+        file(&log.cgroup_files, "cpu.max").as_deref(),
+        Some("200000 100000")
+    );
 }

@@ -20,8 +20,17 @@ fn run(relative: &str) -> (Totals, Vec<String>) {
 
 fn assert_all_pass(relative: &str, expected_cases: usize) {
     let (totals, failures) = run(relative);
-    assert!(failures.is_empty(), "{relative}: {} failures:\n{}", failures.len(), failures.join("\n"));
-    assert_eq!(totals.passed + totals.skipped, expected_cases, "{relative}: {totals}");
+    assert!(
+        failures.is_empty(),
+        "{relative}: {} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert_eq!(
+        totals.passed + totals.skipped,
+        expected_cases,
+        "{relative}: {totals}"
+    );
 }
 
 #[test]
@@ -38,10 +47,18 @@ fn oom_score_adj() {
 #[test]
 fn pod_cgroup_config_skips_only_unit_conversions() {
     assert_all_pass("k8s-core/pod-cgroup-config.json", 71);
-    let report = run_file(policy(), &vectors_dir().join("k8s-core/pod-cgroup-config.json")).expect("runs");
+    let report = run_file(
+        policy(),
+        &vectors_dir().join("k8s-core/pod-cgroup-config.json"),
+    )
+    .expect("runs");
     for case in &report.cases {
         if let Outcome::Skip(why) = &case.outcome {
-            assert!(why.contains("conversion"), "{}: skipped for another reason: {why}", case.name);
+            assert!(
+                why.contains("conversion"),
+                "{}: skipped for another reason: {why}",
+                case.name
+            );
         }
     }
 }
@@ -65,7 +82,11 @@ fn every_shared_file_runs_through_the_runner() {
         for entry in std::fs::read_dir(vectors_dir().join(dir)).expect("vector dir") {
             let path = entry.expect("dir entry").path();
             if path.extension().is_some_and(|e| e == "json") {
-                total.add(run_file(policy(), &path).expect("vector file runs").totals());
+                total.add(
+                    run_file(policy(), &path)
+                        .expect("vector file runs")
+                        .totals(),
+                );
                 files += 1;
             }
         }

@@ -21,9 +21,22 @@ fn pods() -> Vec<PathBuf> {
 }
 
 fn explain(pod: &Path) -> (i32, Value) {
-    let (code, stdout, stderr) = podpolicy(&["explain", "-o", "json", "--node", NODE, pod.to_str().expect("utf-8 path")]);
-    assert!(code == 0 || code == 1, "{}: exit {code}: {stderr}", pod.display());
-    (code, serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{}: not JSON ({e}): {stdout}", pod.display())))
+    let (code, stdout, stderr) = podpolicy(&[
+        "explain",
+        "-o",
+        "json",
+        "--node",
+        NODE,
+        pod.to_str().expect("utf-8 path"),
+    ]);
+    assert!(
+        code == 0 || code == 1,
+        "{}: exit {code}: {stderr}",
+        pod.display()
+    );
+    let report: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{}: not JSON ({e}): {stdout}", pod.display()));
+    (code, report["pods"][0].clone())
 }
 
 #[test]
@@ -40,36 +53,77 @@ fn explain_output_matches_golden_files() {
         }
         match std::fs::read_to_string(&golden) {
             Ok(want) if want == rendered => {}
-            Ok(want) => mismatches.push(format!("{}:\n--- want\n{want}\n--- got\n{rendered}", golden.display())),
-            Err(_) => mismatches.push(format!("{} is missing (run with PODPOLICY_BLESS=1)", golden.display())),
+            Ok(want) => mismatches.push(format!(
+                "{}:\n--- want\n{want}\n--- got\n{rendered}",
+                golden.display()
+            )),
+            Err(_) => mismatches.push(format!(
+                "{} is missing (run with PODPOLICY_BLESS=1)",
+                golden.display()
+            )),
         }
     }
-    assert!(mismatches.is_empty(), "{}\n(rerun with PODPOLICY_BLESS=1 if the change is intended)", mismatches.join("\n"));
+    assert!(
+        mismatches.is_empty(),
+        "{}\n(rerun with PODPOLICY_BLESS=1 if the change is intended)",
+        mismatches.join("\n")
+    );
 }
 
 fn fixture(name: &str) -> Value {
-    explain(&workspace().join("fixtures/pods").join(format!("{name}.yaml"))).1
+    explain(
+        &workspace()
+            .join("fixtures/pods")
+            .join(format!("{name}.yaml")),
+    )
+    .1
 }
 
 fn scores(v: &Value) -> Vec<i64> {
-    v["containers"].as_array().expect("containers").iter().map(|c| c["oomScoreAdj"].as_i64().expect("score")).collect()
+    v["containers"]
+        .as_array()
+        .expect("containers")
+        .iter()
+        .map(|c| c["oomScoreAdj"].as_i64().expect("score"))
+        .collect()
 }
 
 fn pod_file<'a>(v: &'a Value, file: &str) -> &'a str {
-    v["podCgroup"][file].as_str().unwrap_or_else(|| panic!("pod cgroup file {file} in {v}"))
+    v["podCgroup"][file]
+        .as_str()
+        .unwrap_or_else(|| panic!("pod cgroup file {file} in {v}"))
 }
 
 fn container_file<'a>(v: &'a Value, container: &str, file: &str) -> &'a str {
-    let c = v["containers"].as_array().expect("containers").iter().find(|c| c["name"] == container).expect("container");
-    c["cgroup"][file].as_str().unwrap_or_else(|| panic!("{container} {file}"))
+    let c = v["containers"]
+        .as_array()
+        .expect("containers")
+        .iter()
+        .find(|c| c["name"] == container)
+        .expect("container");
+    c["cgroup"][file]
+        .as_str()
+        .unwrap_or_else(|| panic!("{container} {file}"))
 }
 
 #[test]
 fn kep_oom_score_tables_reproduce() {
-    assert_eq!(scores(&fixture("kep-oom-example1-pod1")), vec![1000, 1000, 1000]);
-    assert_eq!(scores(&fixture("kep-oom-example1-pod2")), vec![940, 940, 940]);
-    assert_eq!(scores(&fixture("kep-oom-example2-pod1")), vec![950, 900, 999]);
-    assert_eq!(scores(&fixture("kep-oom-example2-pod2")), vec![940, 890, 990]);
+    assert_eq!(
+        scores(&fixture("kep-oom-example1-pod1")),
+        vec![1000, 1000, 1000]
+    );
+    assert_eq!(
+        scores(&fixture("kep-oom-example1-pod2")),
+        vec![940, 940, 940]
+    );
+    assert_eq!(
+        scores(&fixture("kep-oom-example2-pod1")),
+        vec![950, 900, 999]
+    );
+    assert_eq!(
+        scores(&fixture("kep-oom-example2-pod2")),
+        vec![940, 890, 990]
+    );
 }
 
 const GI: u64 = 1 << 30;
@@ -80,18 +134,32 @@ fn kep_rows_reproduce() {
     let row5 = fixture("kep-row05-pod-limit-only");
     assert_eq!(row5["requests"]["memory"], "100Gi");
     assert_eq!(row5["qosClass"], "Guaranteed");
-    assert_eq!(container_file(&row5, "c1", "memory.max"), (100 * GI).to_string());
+    assert_eq!(
+        container_file(&row5, "c1", "memory.max"),
+        (100 * GI).to_string()
+    );
     assert_eq!(container_file(&row5, "c2", "cpu.max"), "1000000 100000");
     // Row 6 and row 10: invalid.
     let row6 = fixture("kep-row06-invalid-derived-request");
-    assert_eq!(row6["errors"][0]["field"].as_str().map(|f| f.starts_with("spec.resources.requests")), Some(true));
+    assert_eq!(
+        row6["errors"][0]["field"]
+            .as_str()
+            .map(|f| f.starts_with("spec.resources.requests")),
+        Some(true)
+    );
     let row10 = fixture("kep-row10-invalid-container-limits");
-    assert_eq!(row10["errors"][0]["field"], "spec.resources.requests[memory]");
+    assert_eq!(
+        row10["errors"][0]["field"],
+        "spec.resources.requests[memory]"
+    );
     // Row 7: pod request derived 100Gi; limit 120Gi implied for every container cgroup.
     let row7 = fixture("kep-row07-pod-limit-container-requests");
     assert_eq!(row7["requests"]["memory"], "100Gi");
     assert_eq!(pod_file(&row7, "memory.max"), (120 * GI).to_string());
-    assert_eq!(container_file(&row7, "c2", "memory.max"), (120 * GI).to_string());
+    assert_eq!(
+        container_file(&row7, "c2", "memory.max"),
+        (120 * GI).to_string()
+    );
     // Pod request only: memory.max stays max at the pod.
     let row9 = fixture("kep-row09-pod-request-only");
     assert_eq!(pod_file(&row9, "memory.max"), "max");
@@ -99,14 +167,23 @@ fn kep_rows_reproduce() {
     // One container with a spec: pod request 50Gi, c2 capped by the pod limit.
     let row11 = fixture("kep-row11-one-container-spec");
     assert_eq!(row11["requests"]["memory"], "50Gi");
-    assert_eq!(container_file(&row11, "c1", "memory.max"), (60 * GI).to_string());
-    assert_eq!(container_file(&row11, "c2", "memory.max"), (100 * GI).to_string());
+    assert_eq!(
+        container_file(&row11, "c1", "memory.max"),
+        (60 * GI).to_string()
+    );
+    assert_eq!(
+        container_file(&row11, "c2", "memory.max"),
+        (100 * GI).to_string()
+    );
     // Row 12: the pod limit defaults to the sum of container limits.
     let row12 = fixture("kep-row12-limits-for-all");
     assert_eq!(row12["limits"]["memory"], "5Gi");
     assert_eq!(pod_file(&row12, "memory.max"), (5 * GI).to_string());
     // Requests 10+20+20 give a pod request of 50Gi.
-    assert_eq!(fixture("kep-row15-pod-limit-requests-for-all")["requests"]["memory"], "50Gi");
+    assert_eq!(
+        fixture("kep-row15-pod-limit-requests-for-all")["requests"]["memory"],
+        "50Gi"
+    );
     // Row 16: everything set, pod-level Guaranteed.
     let row16 = fixture("kep-row16-all-set");
     assert_eq!(row16["qosClass"], "Guaranteed");
@@ -122,8 +199,14 @@ fn kep_ide_pod_shares_the_pod_limit() {
     assert_eq!(pod_file(&ide, "memory.max"), (1024u64 << 20).to_string());
     assert_eq!(pod_file(&ide, "cpu.max"), "400000 100000");
     // Sidecars without limits are capped by the pod limit; the IDE by its own.
-    assert_eq!(container_file(&ide, "tool1", "memory.max"), (1024u64 << 20).to_string());
-    assert_eq!(container_file(&ide, "ide", "memory.max"), (256u64 << 20).to_string());
+    assert_eq!(
+        container_file(&ide, "tool1", "memory.max"),
+        (1024u64 << 20).to_string()
+    );
+    assert_eq!(
+        container_file(&ide, "ide", "memory.max"),
+        (256u64 << 20).to_string()
+    );
     // The defaulted pod request is the KEP-753 aggregate: the ide's 128Mi / 500m.
     assert_eq!(ide["requests"]["memory"], "128Mi");
     assert_eq!(ide["requests"]["cpu"], "500m");
@@ -147,8 +230,22 @@ fn kubectl_output_of_a_real_pod_explains() {
 #[test]
 fn cgroup_v1_nodes_reject_pod_level_resources() {
     let pod = workspace().join("fixtures/pods/kep-ide.yaml");
-    let (code, stdout, _) = podpolicy(&["explain", "-o", "json", "--node", "fixtures/nodes/small-v1.yaml", pod.to_str().expect("path")]);
+    let (code, stdout, _) = podpolicy(&[
+        "explain",
+        "-o",
+        "json",
+        "--node",
+        "fixtures/nodes/small-v1.yaml",
+        pod.to_str().expect("path"),
+    ]);
     assert_eq!(code, 1, "{stdout}");
     let v: Value = serde_json::from_str(&stdout).expect("json");
-    assert!(v["errors"][0]["message"].as_str().unwrap_or_default().contains("cgroup v1"), "{v}");
+    let v = &v["pods"][0];
+    assert!(
+        v["errors"][0]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cgroup v1"),
+        "{v}"
+    );
 }

@@ -20,7 +20,10 @@ fn load(bytes: &[u8]) -> String {
 fn a_component_with_a_wasi_import_is_refused() {
     let bytes = wat::parse_str(WASI_IMPORTING_COMPONENT).expect("valid WAT");
     let message = load(&bytes);
-    assert!(message.contains("imports wasi:cli/environment@0.2.6"), "{message}");
+    assert!(
+        message.contains("imports wasi:cli/environment@0.2.6"),
+        "{message}"
+    );
     assert!(message.contains("must import nothing"), "{message}");
 }
 
@@ -28,14 +31,20 @@ fn a_component_with_a_wasi_import_is_refused() {
 fn a_core_module_is_not_a_policy() {
     let bytes = wat::parse_str("(module (func (export \"policy-info\")))").expect("valid WAT");
     let message = load(&bytes);
-    assert!(message.contains("compiling the policy component"), "{message}");
+    assert!(
+        message.contains("compiling the policy component"),
+        "{message}"
+    );
 }
 
 #[test]
 fn a_component_without_the_exports_is_refused() {
     let bytes = wat::parse_str("(component)").expect("valid WAT");
     let message = load(&bytes);
-    assert!(message.contains("does not implement the pod-policy world"), "{message}");
+    assert!(
+        message.contains("does not implement the pod-policy world"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -50,5 +59,8 @@ fn random_bytes_are_refused() {
         })
         .collect();
     let message = load(&bytes);
-    assert!(message.contains("compiling the policy component"), "{message}");
+    assert!(
+        message.contains("compiling the policy component"),
+        "{message}"
+    );
 }

@@ -5,10 +5,14 @@
 //! - `cli`: the `podpolicy` binary as a user runs it, bad inputs included.
 //! - `conformance`: the shared vectors through the component.
 //! - `fixtures`: `explain -o json` of every pod in fixtures/pods against its golden file.
+//! - `memory_qos`: KEP-2570 tables, factor validation, node-level sums.
+//! - `sysfs`: topology discovery over fixtures/sysfs and broken trees.
 
 mod cli;
 mod component;
 mod conformance;
 mod fixtures;
 mod hostile;
+mod memory_qos;
+mod sysfs;
 mod util;

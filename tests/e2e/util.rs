@@ -8,7 +8,10 @@ use podpolicy::runtime::{Cache, Limits, PolicyRuntime};
 /// The embedded policy, compiled once for the whole test binary.
 pub fn policy() -> &'static PolicyRuntime {
     static POLICY: OnceLock<PolicyRuntime> = OnceLock::new();
-    POLICY.get_or_init(|| PolicyRuntime::embedded(&Cache::Dir(cache_dir()), Limits::default()).expect("embedded policy loads"))
+    POLICY.get_or_init(|| {
+        PolicyRuntime::embedded(&Cache::Dir(cache_dir()), Limits::default())
+            .expect("embedded policy loads")
+    })
 }
 
 /// A cache dir inside the target dir, shared by the tests and the CLI runs.
@@ -18,19 +21,27 @@ pub fn cache_dir() -> PathBuf {
 
 /// The workspace root.
 pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("host/ is in the workspace").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("host/ is in the workspace")
+        .to_path_buf()
 }
 
 /// `../shared/vectors` beside the workspace.
 pub fn vectors_dir() -> PathBuf {
     let dir = workspace().join("../shared/vectors");
-    assert!(dir.is_dir(), "the shared vectors are expected at {}", dir.display());
+    assert!(
+        dir.is_dir(),
+        "the shared vectors are expected at {}",
+        dir.display()
+    );
     dir
 }
 
 /// A fresh empty directory for one test.
 pub fn temp_dir(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("e2e-{name}-{}", std::process::id()));
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("e2e-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("creating a temp dir");
     dir
@@ -49,13 +60,22 @@ pub fn podpolicy_with_stdin(args: &[&str], stdin: Option<&[u8]>) -> (i32, String
         .args(args)
         .env("PODPOLICY_CACHE_DIR", cache_dir())
         .current_dir(workspace())
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("running podpolicy");
     if let Some(input) = stdin {
-        child.stdin.take().expect("stdin is piped").write_all(input).expect("writing stdin");
+        child
+            .stdin
+            .take()
+            .expect("stdin is piped")
+            .write_all(input)
+            .expect("writing stdin");
     }
     let out = child.wait_with_output().expect("waiting for podpolicy");
     (
