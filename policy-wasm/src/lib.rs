@@ -16,6 +16,9 @@
 //! - [`oom`]: per-container `oom_score_adj`.
 //! - [`memory_qos`]: Memory QoS (KEP-2570) memory.min / memory.low / memory.high.
 //! - [`cgroup`]: pod and container cgroup values (`ResourceConfigForPod`, CRI resources, v2 files).
+//! - [`cpuset`]: CPU sets in the Kubernetes/Linux list format (`"0-3,8"`).
+//! - [`cpu_topology`]: the node's CPU topology (cores, sockets, NUMA nodes, uncore caches).
+//! - [`cpu_manager`]: the static CPU manager policy, CPU assignment and KEP-5526 pod-level CPUs.
 //! - [`defaults`], [`validation`]: API-server defaulting and validation of resources.
 //! - [`topology`]: the Topology Manager: NUMA masks, hint merging, policies and scopes.
 //! - [`memory_manager`]: the static Memory Manager: NUMA machine state, hints and allocation.
@@ -36,6 +39,9 @@ pub mod wit {
 }
 
 pub mod cgroup;
+pub mod cpu_manager;
+pub mod cpu_topology;
+pub mod cpuset;
 pub mod defaults;
 pub mod evaluate;
 pub mod features;
