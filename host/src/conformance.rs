@@ -185,6 +185,7 @@ pub fn run_case(policy: &PolicyRuntime, _file: &Value, case: &Value) -> Outcome 
         "ValidateMemoryThrottlingFactor" => factor_case(policy, input, expected),
         "ContainerMemoryHigh" => memory_high_case(policy, input, expected),
         "PodMemoryMin" => pod_memory_min_case(policy, input, expected),
+        "ResizePlan" => resize_case(policy, input, expected),
         "MilliCPUToQuota"
         | "MilliCPUToShares"
         | "SharesToMilliCPU"
@@ -843,4 +844,105 @@ fn pod_memory_min_case(policy: &PolicyRuntime, input: &Value, expected: &Value) 
     } else {
         Err(problems.join("; "))
     }
+}
+
+fn quantity_list(value: &Value) -> Vec<wit::ResourceQuantity> {
+    value
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(name, q)| wit::ResourceQuantity {
+                    name: name.clone(),
+                    quantity: q.as_str().map_or_else(|| q.to_string(), str::to_string),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The plan's cgroup write targets in order, `pod:<res>` and
+/// `container:<name>:<res>`, each once (first write).
+pub fn resize_targets(plan: &wit::ResizePlan) -> Vec<String> {
+    let mut targets: Vec<String> = Vec::new();
+    for step in &plan.steps {
+        let target = match (step.kind, &step.container) {
+            (wit::ResizeStepKind::WritePod, _) => format!("pod:{}", step.resource_name),
+            (wit::ResizeStepKind::WriteContainer, Some(c)) => {
+                format!("container:{c}:{}", step.resource_name)
+            }
+            _ => continue,
+        };
+        if !targets.contains(&target) {
+            targets.push(target);
+        }
+    }
+    targets
+}
+
+fn resize_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseResultText {
+    let current = pod(&input["pod"])?;
+    let desired = pod(&input["desired"])?;
+    let node = NodeSettings {
+        allocatable: Some(quantity_list(&input["node"]["allocatable"])),
+        ..node_with_gates(input)
+    };
+    let others = quantity_list(&input["node"]["allocated"]);
+    let plan = call(policy.resize_plan(&current, &desired, &others, &node))?;
+    let decision = match plan.decision {
+        wit::ResizeDecision::Accepted => "Accepted",
+        wit::ResizeDecision::Deferred => "Deferred",
+        wit::ResizeDecision::Infeasible => "Infeasible",
+        wit::ResizeDecision::Invalid => "Invalid",
+    };
+    let want = expected["decision"]
+        .as_str()
+        .ok_or("expected.decision is not a string")?;
+    if decision != want {
+        return Err(format!(
+            "expected {want}, got {decision} ({})",
+            plan.message
+        ));
+    }
+    let targets = resize_targets(&plan);
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    if let Some(order) = expected.get("order") {
+        let order = strings(order);
+        if targets != order {
+            return Err(format!("expected order {order:?}, got {targets:?}"));
+        }
+    }
+    if let Some(want_targets) = expected.get("targets") {
+        let mut want_sorted = strings(want_targets);
+        want_sorted.sort();
+        let mut got_sorted = targets.clone();
+        got_sorted.sort();
+        if want_sorted != got_sorted {
+            return Err(format!("expected targets {want_sorted:?}, got {targets:?}"));
+        }
+    }
+    for pair in expected
+        .get("before")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let pair = strings(pair);
+        let [a, b] = pair.as_slice() else {
+            return Err(format!("bad before pair {pair:?}"));
+        };
+        let position = |t: &String| targets.iter().position(|x| x == t);
+        match (position(a), position(b)) {
+            (Some(i), Some(j)) if i < j => {}
+            _ => return Err(format!("expected {a} before {b}, got {targets:?}")),
+        }
+    }
+    Ok(())
 }

@@ -30,6 +30,7 @@ pub mod conformance;
 pub mod node_input;
 pub mod output;
 pub mod pod_input;
+pub mod resize_exec;
 pub mod runtime;
 pub mod sysfs;
 
@@ -103,6 +104,16 @@ impl PolicyRuntime {
         node: &NodeSettings,
     ) -> Result<PolicyResult<bindings::NodeMemoryQos>> {
         self.call(|p, s| p.call_node_memory_qos(s, pods, node))
+    }
+    /// Export `resize-plan`.
+    pub fn resize_plan(
+        &self,
+        current: &Pod,
+        desired: &Pod,
+        others: &Vec<bindings::ResourceQuantity>,
+        node: &NodeSettings,
+    ) -> Result<PolicyResult<bindings::ResizePlan>> {
+        self.call(|p, s| p.call_resize_plan(s, current, desired, others, node))
     }
     /// Export `oom-score-adjust`.
     pub fn oom_score_adjust(

@@ -201,3 +201,13 @@ pub fn node_memory_qos(pods: &[wit::Pod], node: &wit::NodeSettings) -> Result<wi
         warnings: crate::memory_qos::kernel_warnings(&node),
     })
 }
+
+/// Export `resize-plan`.
+pub fn resize_plan(
+    current: &wit::Pod,
+    desired: &wit::Pod,
+    others: &[wit::ResourceQuantity],
+    node: &wit::NodeSettings,
+) -> Result<wit::ResizePlan> {
+    crate::resize::plan(current, desired, others, node)
+}

@@ -55,6 +55,14 @@ impl Guest for PodPolicy {
     ) -> Result<NodeMemoryQos, Vec<FieldError>> {
         evaluate::node_memory_qos(&pods, &node)
     }
+    fn resize_plan(
+        current: Pod,
+        desired: Pod,
+        others: Vec<ResourceQuantity>,
+        node: NodeSettings,
+    ) -> Result<ResizePlan, Vec<FieldError>> {
+        evaluate::resize_plan(&current, &desired, &others, &node)
+    }
     fn evaluate(pod: Pod, node: NodeSettings) -> Result<PodEvaluation, Vec<FieldError>> {
         evaluate::evaluate(&pod, &node)
     }

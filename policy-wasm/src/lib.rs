@@ -22,6 +22,7 @@
 //! - [`defaults`], [`validation`]: API-server defaulting and validation of resources.
 //! - [`topology`]: the Topology Manager: NUMA masks, hint merging, policies and scopes.
 //! - [`memory_manager`]: the static Memory Manager: NUMA machine state, hints and allocation.
+//! - [`resize`]: in-place resize (KEP-1287): validation, fit check, ordered cgroup plan.
 //! - [`evaluate`]: the whole node-side evaluation of one pod.
 //!
 //! Nothing here does I/O, reads a clock or draws random numbers.
@@ -52,6 +53,7 @@ pub mod node;
 pub mod oom;
 pub mod qos;
 pub mod quantity;
+pub mod resize;
 pub mod resources;
 pub mod topology;
 pub mod validation;
@@ -64,7 +66,7 @@ mod guest;
 /// The policy implementation version.
 pub const POLICY_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The WIT package version this crate implements (`podpolicy:policy@...`).
-pub const WIT_VERSION: &str = "0.2.0";
+pub const WIT_VERSION: &str = "0.3.0";
 /// The Kubernetes release whose semantics and defaults this policy follows.
 pub const KUBERNETES_VERSION: &str = "1.36";
 

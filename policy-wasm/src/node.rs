@@ -60,6 +60,8 @@ pub struct NodeConfig {
     pub system_reserved: ResourceMap,
     /// Running kernel release, when the host reported it.
     pub kernel_version: Option<String>,
+    /// `cpuManagerPolicy: static`.
+    pub cpu_manager_static: bool,
 }
 
 impl NodeConfig {
@@ -189,6 +191,7 @@ impl NodeConfig {
             kube_reserved,
             system_reserved,
             kernel_version: node.kernel_version.clone(),
+            cpu_manager_static: node.cpu_manager_policy.as_deref() == Some("static"),
         })
     }
 }

@@ -6,6 +6,7 @@
 //! - `conformance`: the shared vectors through the component.
 //! - `fixtures`: `explain -o json` of every pod in fixtures/pods against its golden file.
 //! - `memory_qos`: KEP-2570 tables, factor validation, node-level sums.
+//! - `resize`: KEP-1287 plans, rejections, the usage guard, failure injection.
 //! - `sysfs`: topology discovery over fixtures/sysfs and broken trees.
 
 mod cli;
@@ -14,5 +15,6 @@ mod conformance;
 mod fixtures;
 mod hostile;
 mod memory_qos;
+mod resize;
 mod sysfs;
 mod util;
