@@ -249,3 +249,86 @@ fn cgroup_v1_nodes_reject_pod_level_resources() {
         "{v}"
     );
 }
+
+/// RFC 6901 pointer tokens.
+fn unescape(token: &str) -> String {
+    token.replace("~1", "/").replace("~0", "~")
+}
+
+/// A minimal RFC 6902 `add` / `replace` applier for the patches defaulting emits.
+fn apply_patch(doc: &mut Value, patch: &[podpolicy::output::PatchOut]) {
+    for op in patch {
+        let tokens: Vec<String> = op.path.split('/').skip(1).map(unescape).collect();
+        let (last, parents) = tokens.split_last().expect("non-empty pointer");
+        let mut target = &mut *doc;
+        for token in parents {
+            target = match target {
+                Value::Array(items) => &mut items[token.parse::<usize>().expect("array index")],
+                Value::Object(map) => map
+                    .get_mut(token)
+                    .unwrap_or_else(|| panic!("{}: missing parent `{token}`", op.path)),
+                other => panic!("{}: cannot descend into {other}", op.path),
+            };
+        }
+        let map = target
+            .as_object_mut()
+            .unwrap_or_else(|| panic!("{}: parent is not an object", op.path));
+        match op.op.as_str() {
+            "add" => {
+                map.insert(last.clone(), op.value.clone());
+            }
+            "replace" => {
+                assert!(
+                    map.contains_key(last),
+                    "{}: replace of a missing member",
+                    op.path
+                );
+                map.insert(last.clone(), op.value.clone());
+            }
+            other => panic!("unexpected op {other}"),
+        }
+    }
+}
+
+/// The defaulting patch, applied to the input as a mutating webhook's
+/// caller would, yields exactly the component's defaulted pod.
+#[test]
+fn defaulting_patch_applied_to_the_input_equals_the_defaulted_pod() {
+    let node = podpolicy::empty_node();
+    let policy = crate::util::policy();
+    for path in pods() {
+        for doc in podpolicy::pod_input::read_pods(&path).expect("fixture parses") {
+            let defaulted = match policy.default_pod(&doc.pod, &node).expect("call") {
+                Ok(d) => d,
+                Err(_) => continue,
+            };
+            let mut patched = doc.json.clone();
+            apply_patch(
+                &mut patched,
+                &podpolicy::output::patch_json(&defaulted.patch),
+            );
+            let reparsed =
+                podpolicy::pod_input::pod_from_json(&patched).expect("patched pod parses");
+            // Quantities compare numerically: canonical forms of equal values may differ in spelling.
+            let canonical = |p: &podpolicy::bindings::Pod| {
+                let again = policy
+                    .default_pod(p, &node)
+                    .expect("call")
+                    .expect("defaults");
+                assert!(
+                    again.patch.is_empty(),
+                    "{}: defaulting is not idempotent: {:?}",
+                    path.display(),
+                    again.patch
+                );
+                again.pod
+            };
+            assert_eq!(
+                canonical(&reparsed),
+                canonical(&defaulted.pod),
+                "{}",
+                path.display()
+            );
+        }
+    }
+}
