@@ -8,10 +8,12 @@
 //! upstream internal the interface does not expose, and the reason is
 //! printed; a function no adapter knows fails, naming itself.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
+use policy_wasm::cpuset::CpuSet;
 use policy_wasm::quantity::Quantity;
 use serde_json::{Map, Value};
 
@@ -20,7 +22,7 @@ use crate::bindings::{
 };
 use crate::pod_input::pod_from_json;
 use crate::runtime::PolicyRuntime;
-use crate::{empty_node, format_field_errors};
+use crate::{ManagerOutcome, empty_node, format_field_errors};
 
 /// The result of one case.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -161,11 +163,30 @@ pub fn case_function(case: &Value) -> String {
 }
 
 /// Run one case.
-pub fn run_case(policy: &PolicyRuntime, _file: &Value, case: &Value) -> Outcome {
+pub fn run_case(policy: &PolicyRuntime, file: &Value, case: &Value) -> Outcome {
     let function = case_function(case);
+    let name = case["name"].as_str().unwrap_or_default();
     let input = &case["input"];
     let expected = &case["expected"];
     let result = match function.as_str() {
+        "best-effort" | "restricted" | "single-numa-node" | "none" => {
+            merge_case(policy, file, input, expected)
+        }
+        "takeByTopologyNUMAPacked" | "takeByTopologyNUMADistributed" => {
+            take_case(policy, file, &function, input, expected)
+        }
+        "Start" | "NewStaticPolicy+Start" => cpu_start_case(policy, file, name, input, expected),
+        "Allocate" => cpu_allocate_case(policy, file, name, input, expected),
+        "allocateCPUs" => allocate_cpus_case(policy, file, name, input, expected),
+        "RemoveContainer" => cpu_remove_case(policy, file, name, input, expected),
+        f if f.starts_with("Allocate all (init then app)") => {
+            cpu_sequence_case(policy, file, name, input, expected)
+        }
+        "AllocatePod" | "AllocateContainerScope" => {
+            pod_allocation_case(policy, file, &function, name, input, expected)
+        }
+        "GetTopologyHints" => memory_hints_case(policy, input, expected),
+        "getPodRequestedResources" => memory_requested_case(policy, input, expected),
         "PodRequests"
         | "PodLimits"
         | "PodRequests+PodLimits"
@@ -945,4 +966,1048 @@ fn resize_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseR
         }
     }
     Ok(())
+}
+
+// ----------------------------------------------------------------------
+// Resource managers (k8s-managers/*.json, kep-derived/kep5526-allocation.json)
+// ----------------------------------------------------------------------
+
+/// A conversion or check that may fail with a message.
+type Checked<T> = std::result::Result<T, String>;
+
+fn cpus(text: &str) -> Checked<CpuSet> {
+    CpuSet::parse(text).map_err(|e| format!("cpuset `{text}`: {e}"))
+}
+
+/// A vector cpuset: a string, or `null` for the empty set.
+fn vector_cpus(value: &Value) -> Checked<CpuSet> {
+    match value {
+        Value::Null => Ok(CpuSet::new()),
+        Value::String(text) => cpus(text),
+        other => Err(format!("not a cpuset: {other}")),
+    }
+}
+
+fn as_u32(value: &Value, what: &str) -> Checked<u32> {
+    value
+        .as_u64()
+        .and_then(|n| u32::try_from(n).ok())
+        .ok_or_else(|| format!("{what} is not a small number: {value}"))
+}
+
+/// NUMA node ids of a mask (`[0, 2]`), a hint (`{"mask": [...]}`), or `null`.
+fn vector_mask(value: &Value) -> Checked<Option<Vec<u32>>> {
+    let bits = match value {
+        Value::Null => return Ok(None),
+        Value::Array(bits) => bits,
+        Value::Object(hint) => match &hint["mask"] {
+            Value::Null => return Ok(None),
+            Value::Array(bits) => bits,
+            other => return Err(format!("not a NUMA mask: {other}")),
+        },
+        other => return Err(format!("not a NUMA affinity: {other}")),
+    };
+    bits.iter()
+        .map(|b| as_u32(b, "NUMA node"))
+        .collect::<Checked<Vec<u32>>>()
+        .map(Some)
+}
+
+/// A vector hint (`{"mask": [..] | null, "preferred": bool}`); `null` is the
+/// fake topology manager's empty hint.
+fn vector_hint(value: &Value) -> Checked<wit::TopologyHint> {
+    Ok(wit::TopologyHint {
+        numa_affinity: vector_mask(value)?,
+        preferred: value
+            .get("preferred")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+    })
+}
+
+/// The file's topology `name` (cpu -> core/socket/numa[/uncore]); its NUMA
+/// nodes are the ones the CPUs name (no memory, no distances).
+fn vector_topology(file: &Value, name: &str) -> Checked<wit::NodeTopology> {
+    let topology = file["topologies"]
+        .get(name)
+        .ok_or_else(|| format!("the file has no topology `{name}`"))?;
+    let cpus = topology["cpus"]
+        .as_array()
+        .ok_or_else(|| format!("topology `{name}` has no cpus"))?
+        .iter()
+        .map(|cpu| {
+            Ok(wit::TopologyCpu {
+                id: as_u32(&cpu["cpu"], "cpu")?,
+                core_id: as_u32(&cpu["core"], "core")?,
+                socket_id: as_u32(&cpu["socket"], "socket")?,
+                numa_node: as_u32(&cpu["numa"], "numa")?,
+                uncore_cache_id: match cpu.get("uncore") {
+                    None | Some(Value::Null) => None,
+                    Some(v) => Some(as_u32(v, "uncore")?),
+                },
+            })
+        })
+        .collect::<Checked<Vec<_>>>()?;
+    let numa: BTreeSet<u32> = cpus.iter().map(|c| c.numa_node).collect();
+    Ok(wit::NodeTopology {
+        cpus,
+        numa_nodes: numa
+            .into_iter()
+            .map(|id| wit::NumaNodeInfo {
+                id,
+                memory_bytes: 0,
+                hugepages: Vec::new(),
+                distances: Vec::new(),
+            })
+            .collect(),
+    })
+}
+
+/// `notes`: the memory vectors' machine (upstream's test machine info is
+/// irrelevant to them): two NUMA nodes of 10Gi with four 1Gi huge pages,
+/// 1Gi of memory reserved on each.
+fn memory_test_machine() -> (wit::NodeTopology, Vec<wit::NumaReservedMemory>) {
+    let gib: u64 = 1 << 30;
+    let topology = wit::NodeTopology {
+        cpus: Vec::new(),
+        numa_nodes: (0..2)
+            .map(|id| wit::NumaNodeInfo {
+                id,
+                memory_bytes: 10 * gib,
+                hugepages: vec![wit::HugepagePool {
+                    page_size_bytes: gib,
+                    pages: 4,
+                }],
+                distances: vec![10, 20],
+            })
+            .collect(),
+    };
+    let reserved = (0..2)
+        .map(|numa_node| wit::NumaReservedMemory {
+            numa_node,
+            limits: vec![wit::ResourceQuantity {
+                name: "memory".into(),
+                quantity: "1Gi".into(),
+            }],
+        })
+        .collect();
+    (topology, reserved)
+}
+
+fn quantity_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// `{"cpu": .., "memory": ..}` from `<prefix>cpu_<kind>` style fields.
+fn vector_resources(value: &Value, kind: &str) -> Map<String, Value> {
+    let mut map = Map::new();
+    for resource in ["cpu", "memory"] {
+        if let Some(q) = quantity_text(&value[format!("{resource}_{kind}")]) {
+            map.insert(resource.to_string(), Value::String(q));
+        }
+    }
+    map
+}
+
+fn vector_container(value: &Value) -> Value {
+    let mut container = Map::new();
+    container.insert("name".into(), value["name"].clone());
+    let mut resources = Map::new();
+    if let Some(requests) = value.get("requests").filter(|v| v.is_object()) {
+        // Memory vectors: explicit requests (and limits) maps.
+        resources.insert("requests".into(), requests.clone());
+        if let Some(limits) = value.get("limits").filter(|v| v.is_object()) {
+            resources.insert("limits".into(), limits.clone());
+        }
+    } else {
+        for kind in ["request", "limit"] {
+            let map = vector_resources(value, kind);
+            if !map.is_empty() {
+                resources.insert(format!("{kind}s"), Value::Object(map));
+            }
+        }
+    }
+    if !resources.is_empty() {
+        container.insert("resources".into(), Value::Object(resources));
+    }
+    if let Some(policy) = value.get("restart_policy").filter(|v| v.is_string()) {
+        container.insert("restartPolicy".into(), policy.clone());
+    }
+    Value::Object(container)
+}
+
+/// A vector pod (`uid`, `pod_level_resources`, `init_containers`,
+/// `containers` with `cpu_request`, ... or `requests` maps) as a WIT pod.
+fn vector_pod(value: &Value, uid: &str) -> Checked<wit::Pod> {
+    let list = |key: &str| -> Value {
+        Value::Array(
+            value
+                .get(key)
+                .and_then(Value::as_array)
+                .map(|cs| cs.iter().map(vector_container).collect())
+                .unwrap_or_default(),
+        )
+    };
+    let mut spec = Map::new();
+    spec.insert("containers".into(), list("containers"));
+    spec.insert("initContainers".into(), list("init_containers"));
+    let plr = &value["pod_level_resources"];
+    if plr.is_object() {
+        let mut resources = Map::new();
+        for kind in ["request", "limit"] {
+            let map = vector_resources(plr, kind);
+            if !map.is_empty() {
+                resources.insert(format!("{kind}s"), Value::Object(map));
+            }
+        }
+        spec.insert("resources".into(), Value::Object(resources));
+    }
+    pod(&serde_json::json!({
+        "metadata": {"name": uid, "uid": uid},
+        "spec": Value::Object(spec),
+    }))
+}
+
+/// The static-policy node of a CPU vector: `num_reserved_cpus` reserved
+/// through `systemReserved[cpu]`, `reserved_cpus` as `reservedSystemCPUs`,
+/// `options`, `feature_gates` (and the alpha-options gate its case name records).
+fn static_cpu_node(input: &Value, case_name: &str) -> Checked<NodeSettings> {
+    let mut node = node_with_gates(input);
+    if case_name.contains("CPUManagerPolicyAlphaOptions enabled") {
+        node.feature_gates.push(FeatureGate {
+            name: "CPUManagerPolicyAlphaOptions".into(),
+            enabled: true,
+        });
+    }
+    node.cpu_manager_policy = Some("static".into());
+    node.cpu_manager_policy_options = input["options"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(name, value)| wit::PolicyOption {
+                    name: name.clone(),
+                    value: quantity_text(value)
+                        .unwrap_or_else(|| value.to_string().trim_matches('"').to_string()),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let reserved = input["num_reserved_cpus"].as_u64().unwrap_or(0);
+    if reserved > 0 {
+        node.system_reserved = vec![wit::ResourceQuantity {
+            name: "cpu".into(),
+            quantity: reserved.to_string(),
+        }];
+    }
+    node.reserved_system_cpus = input["reserved_cpus"].as_str().map(str::to_string);
+    Ok(node)
+}
+
+/// A vector CPU state (`default_cpuset`, `assignments`) as a manager state.
+fn vector_cpu_state(value: &Value) -> Checked<wit::ManagerState> {
+    let mut state = crate::empty_manager_state();
+    state.cpu.policy_name = "static".into();
+    state.cpu.default_cpuset = value["default_cpuset"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    if let Some(pods) = value["assignments"].as_object() {
+        for (uid, containers) in pods {
+            let containers = containers
+                .as_object()
+                .ok_or_else(|| format!("assignments[{uid}] is not a map"))?;
+            state.cpu.entries.push(wit::PodCpuEntries {
+                pod_uid: uid.clone(),
+                containers: containers
+                    .iter()
+                    .map(|(name, cpus)| wit::ContainerCpuset {
+                        container: name.clone(),
+                        cpuset: cpus.as_str().unwrap_or_default().to_string(),
+                    })
+                    .collect(),
+            });
+        }
+    }
+    Ok(state)
+}
+
+/// `entries` as pod -> container -> CPUs.
+fn cpu_entries(state: &wit::ManagerState) -> Checked<BTreeMap<String, BTreeMap<String, CpuSet>>> {
+    let mut out = BTreeMap::new();
+    for pod in &state.cpu.entries {
+        let mut containers = BTreeMap::new();
+        for c in &pod.containers {
+            containers.insert(c.container.clone(), cpus(&c.cpuset)?);
+        }
+        out.insert(pod.pod_uid.clone(), containers);
+    }
+    Ok(out)
+}
+
+fn vector_entries(value: &Value) -> Checked<BTreeMap<String, BTreeMap<String, CpuSet>>> {
+    let mut out = BTreeMap::new();
+    for (uid, containers) in value.as_object().into_iter().flatten() {
+        let mut map = BTreeMap::new();
+        for (name, set) in containers.as_object().into_iter().flatten() {
+            map.insert(name.clone(), vector_cpus(set)?);
+        }
+        out.insert(uid.clone(), map);
+    }
+    Ok(out)
+}
+
+fn operation(
+    policy: &PolicyRuntime,
+    request: &wit::ManagerRequest,
+    topology: &wit::NodeTopology,
+    node: &NodeSettings,
+) -> Checked<ManagerOutcome<wit::ManagerResponse>> {
+    call(policy.manager_operation(request, topology, node))
+}
+
+fn unexpected_response(response: &wit::ManagerResponse) -> String {
+    format!("unexpected response {response:?}")
+}
+
+fn check_eq<T: PartialEq + std::fmt::Debug>(
+    problems: &mut Vec<String>,
+    what: &str,
+    got: T,
+    want: T,
+) {
+    if got != want {
+        problems.push(format!("{what}: expected {want:?}, got {got:?}"));
+    }
+}
+
+fn finish(problems: Vec<String>) -> CaseResultText {
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+/// The expected error text of a case, when it expects one.
+fn expected_error(expected: &Value, key: &str) -> Option<String> {
+    expected
+        .get(key)
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+/// Topology manager `Merge` (`input.policy`), per the file's `notes`.
+fn merge_case(
+    policy: &PolicyRuntime,
+    file: &Value,
+    input: &Value,
+    expected: &Value,
+) -> CaseResultText {
+    let info_name = input["numa_info"]
+        .as_str()
+        .ok_or("input.numa_info is not a string")?;
+    let info = &file["numa_infos"][info_name];
+    let nodes = info["nodes"].as_array().ok_or("numa info without nodes")?;
+    let rows = info["distances"]
+        .as_array()
+        .ok_or("numa info without distances")?;
+    let topology = wit::NodeTopology {
+        cpus: Vec::new(),
+        numa_nodes: nodes
+            .iter()
+            .zip(rows)
+            .map(|(id, row)| {
+                Ok(wit::NumaNodeInfo {
+                    id: as_u32(id, "NUMA node")?,
+                    memory_bytes: 0,
+                    hugepages: Vec::new(),
+                    distances: row
+                        .as_array()
+                        .ok_or("distance row is not a list")?
+                        .iter()
+                        .map(|d| as_u32(d, "distance"))
+                        .collect::<Checked<Vec<u32>>>()?,
+                })
+            })
+            .collect::<Checked<Vec<_>>>()?,
+    };
+    let mut node = node_with_gates(input);
+    node.topology_manager_policy = input["policy"].as_str().map(str::to_string);
+    node.topology_manager_policy_options = input["policy_options"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(name, value)| wit::PolicyOption {
+                    name: name.clone(),
+                    value: value.as_str().unwrap_or_default().to_string(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let providers = input["providers_hints"]
+        .as_array()
+        .ok_or("input.providers_hints is not a list")?
+        .iter()
+        .map(|provider| -> Checked<wit::ProviderHints> {
+            let Some(map) = provider.as_object() else {
+                return Ok(None);
+            };
+            map.iter()
+                .map(|(resource, hints)| {
+                    Ok(wit::ResourceHints {
+                        resource_name: resource.clone(),
+                        hints: match hints.as_array() {
+                            None => None,
+                            Some(list) => {
+                                Some(list.iter().map(vector_hint).collect::<Checked<Vec<_>>>()?)
+                            }
+                        },
+                    })
+                })
+                .collect::<Checked<Vec<_>>>()
+                .map(Some)
+        })
+        .collect::<Checked<Vec<_>>>()?;
+    let request = wit::ManagerRequest::TopologyMerge(providers);
+    let merged = match operation(policy, &request, &topology, &node)? {
+        Ok(wit::ManagerResponse::Merged(merged)) => merged,
+        Ok(other) => return Err(unexpected_response(&other)),
+        Err(e) => return Err(format!("the merge failed: {}", e.message)),
+    };
+    let mut problems = Vec::new();
+    let want = vector_hint(&expected["hint"])?;
+    check_eq(&mut problems, "hint", merged.hint, want);
+    if let Some(admit) = expected.get("admit").and_then(Value::as_bool) {
+        check_eq(&mut problems, "admit", merged.admit, admit);
+    }
+    finish(problems)
+}
+
+/// `takeByTopologyNUMAPacked` / `takeByTopologyNUMADistributed`.
+fn take_case(
+    policy: &PolicyRuntime,
+    file: &Value,
+    function: &str,
+    input: &Value,
+    expected: &Value,
+) -> CaseResultText {
+    let topology = vector_topology(file, input["topology"].as_str().unwrap_or_default())?;
+    let request = wit::ManagerRequest::TakeCpus(wit::TakeCpusRequest {
+        algorithm: if function == "takeByTopologyNUMAPacked" {
+            wit::TakeAlgorithm::NumaPacked
+        } else {
+            wit::TakeAlgorithm::NumaDistributed
+        },
+        available: input["available"].as_str().unwrap_or_default().to_string(),
+        num_cpus: as_u32(&input["num_cpus"], "num_cpus")?,
+        cpu_group_size: input
+            .get("cpu_group_size")
+            .and_then(Value::as_u64)
+            .map_or(Ok(1), |_| {
+                as_u32(&input["cpu_group_size"], "cpu_group_size")
+            })?,
+        sorting: match input.get("sorting").and_then(Value::as_str) {
+            Some("spread") => wit::CpuSortingStrategy::Spread,
+            _ => wit::CpuSortingStrategy::Packed,
+        },
+        prefer_align_by_uncore_cache: input["prefer_align_by_uncore_cache"]
+            .as_bool()
+            .unwrap_or(false),
+    });
+    let got = operation(policy, &request, &topology, &empty_node())?;
+    match (got, expected_error(expected, "error")) {
+        (Ok(wit::ManagerResponse::Cpus(got)), None) => {
+            let want = vector_cpus(&expected["cpuset"])?;
+            let got = cpus(&got)?;
+            if got == want {
+                Ok(())
+            } else {
+                Err(format!("expected {want}, got {got}"))
+            }
+        }
+        (Err(e), Some(want)) if e.message == want => Ok(()),
+        (Err(e), want) => Err(format!("expected {want:?}, got error {:?}", e.message)),
+        (Ok(other), want) => Err(format!("expected error {want:?}, got {other:?}")),
+    }
+}
+
+/// Static CPU policy `Start` / `NewStaticPolicy+Start`.
+fn cpu_start_case(
+    policy: &PolicyRuntime,
+    file: &Value,
+    case_name: &str,
+    input: &Value,
+    expected: &Value,
+) -> CaseResultText {
+    let topology = vector_topology(file, input["topology"].as_str().unwrap_or_default())?;
+    let node = static_cpu_node(input, case_name)?;
+    let state = vector_cpu_state(&input["state"])?;
+    let got = operation(policy, &wit::ManagerRequest::Start(state), &topology, &node)?;
+    let want_new_policy = expected_error(expected, "new_policy_error");
+    let want_start = expected_error(expected, "error");
+    match got {
+        Ok(wit::ManagerResponse::State(state)) => {
+            if want_new_policy.is_some() || want_start.is_some() {
+                return Err(format!(
+                    "expected an error ({want_new_policy:?} / {want_start:?}), the state started"
+                ));
+            }
+            match expected.get("default_cpuset") {
+                Some(want) => {
+                    let want = vector_cpus(want)?;
+                    let got = cpus(&state.cpu.default_cpuset)?;
+                    if got == want {
+                        Ok(())
+                    } else {
+                        Err(format!("default cpuset: expected {want}, got {got}"))
+                    }
+                }
+                None => Ok(()),
+            }
+        }
+        Ok(other) => Err(unexpected_response(&other)),
+        Err(e) => {
+            let want = if e.function == "NewStaticPolicy" {
+                want_new_policy
+            } else {
+                want_start
+            };
+            match want {
+                Some(want) if want == e.message => Ok(()),
+                want => Err(format!(
+                    "{} failed with {:?}, expected {want:?}",
+                    e.function, e.message
+                )),
+            }
+        }
+    }
+}
+
+/// Static CPU policy `Allocate(pod, container)` with the case's hint.
+fn cpu_allocate_case(
+    policy: &PolicyRuntime,
+    file: &Value,
+    case_name: &str,
+    input: &Value,
+    expected: &Value,
+) -> CaseResultText {
+    let topology = vector_topology(file, input["topology"].as_str().unwrap_or_default())?;
+    let node = static_cpu_node(input, case_name)?;
+    let uid = input["pod"]["uid"]
+        .as_str()
+        .ok_or("input.pod.uid is not a string")?;
+    let container = input["container"]
+        .as_str()
+        .ok_or("input.container is not a string")?;
+    let request = wit::ManagerRequest::Allocate(wit::ContainerRequest {
+        manager: wit::ResourceManager::Cpu,
+        state: vector_cpu_state(&input["state"])?,
+        pod: vector_pod(&input["pod"], uid)?,
+        container: container.to_string(),
+        hint: vector_hint(&input["topology_hint"])?,
+    });
+    let want_error = expected_error(expected, "error");
+    let want_allocated = expect_bool(expected, "allocated")?;
+    let mut problems = Vec::new();
+    match operation(policy, &request, &topology, &node)? {
+        Ok(wit::ManagerResponse::Allocated(allocation)) => {
+            check_eq(&mut problems, "error", None, want_error);
+            let entries = cpu_entries(&allocation.state)?;
+            let got = entries.get(uid).and_then(|c| c.get(container)).cloned();
+            check_eq(&mut problems, "allocated", got.is_some(), want_allocated);
+            if let Some(want) = expected.get("cpuset") {
+                check_eq(
+                    &mut problems,
+                    "cpuset",
+                    got.unwrap_or_default(),
+                    vector_cpus(want)?,
+                );
+            }
+        }
+        Ok(other) => problems.push(unexpected_response(&other)),
+        Err(e) => {
+            check_eq(&mut problems, "error", Some(e.message), want_error);
+            check_eq(&mut problems, "allocated", false, want_allocated);
+        }
+    }
+    finish(problems)
+}
+
+/// Static CPU policy `allocateCPUs`.
+fn allocate_cpus_case(
+    policy: &PolicyRuntime,
+    file: &Value,
+    case_name: &str,
+    input: &Value,
+    expected: &Value,
+) -> CaseResultText {
+    let topology = vector_topology(file, input["topology"].as_str().unwrap_or_default())?;
+    let node = static_cpu_node(input, case_name)?;
+    let request = wit::ManagerRequest::AllocateCpus(wit::AllocateCpusRequest {
+        state: vector_cpu_state(&input["state"])?,
+        num_cpus: as_u32(&input["num_cpus"], "num_cpus")?,
+        numa_affinity: vector_mask(&input["numa_affinity"])?,
+        reusable: input["reusable_cpus"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+    });
+    match operation(policy, &request, &topology, &node)? {
+        Ok(wit::ManagerResponse::CpusAllocated(got)) => {
+            let want = vector_cpus(&expected["cpuset"])?;
+            let got = cpus(&got.cpus)?;
+            if got == want {
+                Ok(())
+            } else {
+                Err(format!("expected {want}, got {got}"))
+            }
+        }
+        Ok(other) => Err(unexpected_response(&other)),
+        Err(e) => Err(format!("unexpected error {:?}", e.message)),
+    }
+}
+
+fn remove(
+    policy: &PolicyRuntime,
+    topology: &wit::NodeTopology,
+    node: &NodeSettings,
+    state: wit::ManagerState,
+    pod_uid: &str,
+    container: &str,
+) -> Checked<wit::ManagerState> {
+    let request = wit::ManagerRequest::RemoveContainer(wit::RemoveRequest {
+        manager: wit::ResourceManager::Cpu,
+        state,
+        pod_uid: pod_uid.to_string(),
+        container: container.to_string(),
+    });
+    match operation(policy, &request, topology, node)? {
+        Ok(wit::ManagerResponse::State(state)) => Ok(state),
+        Ok(other) => Err(unexpected_response(&other)),
+        Err(e) => Err(format!("unexpected error {:?}", e.message)),
+    }
+}
+
+/// Static CPU policy `RemoveContainer`.
+fn cpu_remove_case(
+    policy: &PolicyRuntime,
+    file: &Value,
+    case_name: &str,
+    input: &Value,
+    expected: &Value,
+) -> CaseResultText {
+    let topology = vector_topology(file, input["topology"].as_str().unwrap_or_default())?;
+    let node = static_cpu_node(input, case_name)?;
+    let uid = input["pod_uid"]
+        .as_str()
+        .ok_or("input.pod_uid is not a string")?;
+    let container = input["container"]
+        .as_str()
+        .ok_or("input.container is not a string")?;
+    let state = remove(
+        policy,
+        &topology,
+        &node,
+        vector_cpu_state(&input["state"])?,
+        uid,
+        container,
+    )?;
+    let mut problems = Vec::new();
+    check_eq(
+        &mut problems,
+        "default cpuset",
+        cpus(&state.cpu.default_cpuset)?,
+        vector_cpus(&expected["default_cpuset"])?,
+    );
+    let removed = !cpu_entries(&state)?
+        .get(uid)
+        .is_some_and(|c| c.contains_key(container));
+    check_eq(
+        &mut problems,
+        "container removed",
+        removed,
+        expect_bool(expected, "container_removed")?,
+    );
+    finish(problems)
+}
+
+/// `Allocate` for every init then app container (then, optionally, `RemoveContainer`).
+fn cpu_sequence_case(
+    policy: &PolicyRuntime,
+    file: &Value,
+    case_name: &str,
+    input: &Value,
+    expected: &Value,
+) -> CaseResultText {
+    let topology = vector_topology(file, input["topology"].as_str().unwrap_or_default())?;
+    let node = static_cpu_node(input, case_name)?;
+    let uid = input["pod"]["uid"]
+        .as_str()
+        .ok_or("input.pod.uid is not a string")?;
+    let request = wit::ManagerRequest::AllocateContainers(wit::PodRequest {
+        manager: wit::ResourceManager::Cpu,
+        state: vector_cpu_state(&input["state"])?,
+        pod: vector_pod(&input["pod"], uid)?,
+        hint: vector_hint(&Value::Null)?,
+    });
+    let allocated = match operation(policy, &request, &topology, &node)? {
+        Ok(wit::ManagerResponse::Allocated(allocation)) => allocation.state,
+        Ok(other) => return Err(unexpected_response(&other)),
+        Err(e) => return Err(format!("unexpected error {:?}", e.message)),
+    };
+    let mut problems = Vec::new();
+    check_eq(
+        &mut problems,
+        "default cpuset after allocation",
+        cpus(&allocated.cpu.default_cpuset)?,
+        vector_cpus(&expected["default_cpuset_after_alloc"])?,
+    );
+    if let Some(container) = input.get("remove_container").and_then(Value::as_str) {
+        let after = remove(policy, &topology, &node, allocated, uid, container)?;
+        check_eq(
+            &mut problems,
+            "default cpuset after removal",
+            cpus(&after.cpu.default_cpuset)?,
+            vector_cpus(&expected["default_cpuset_after_remove"])?,
+        );
+    }
+    finish(problems)
+}
+
+fn names(value: &Value) -> BTreeSet<String> {
+    value
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect()
+}
+
+/// KEP-5526 `AllocatePod` (pod scope) and `AllocateContainerScope`
+/// (`Allocate` per container), with the checks both files' `notes` ask for.
+fn pod_allocation_case(
+    policy: &PolicyRuntime,
+    file: &Value,
+    function: &str,
+    case_name: &str,
+    input: &Value,
+    expected: &Value,
+) -> CaseResultText {
+    let topology = vector_topology(file, input["topology"].as_str().unwrap_or_default())?;
+    let node = static_cpu_node(input, case_name)?;
+    let uid = input["pod"]["uid"]
+        .as_str()
+        .ok_or("input.pod.uid is not a string")?;
+    let start_state = vector_cpu_state(&input["state"])?;
+    let pod_request = wit::PodRequest {
+        manager: wit::ResourceManager::Cpu,
+        state: start_state.clone(),
+        pod: vector_pod(&input["pod"], uid)?,
+        hint: vector_hint(&input["topology_hint"])?,
+    };
+    let request = if function == "AllocatePod" {
+        wit::ManagerRequest::AllocatePod(pod_request)
+    } else {
+        wit::ManagerRequest::AllocateContainers(pod_request)
+    };
+    let want_error = expected_error(expected, "error");
+    let mut problems = Vec::new();
+    let (state, assignment) = match operation(policy, &request, &topology, &node)? {
+        Ok(wit::ManagerResponse::Allocated(allocation)) => {
+            check_eq(&mut problems, "error", None, want_error.clone());
+            (allocation.state, Some(allocation.assignment))
+        }
+        Ok(other) => return Err(unexpected_response(&other)),
+        Err(e) => {
+            check_eq(
+                &mut problems,
+                "error",
+                Some(e.reason.clone()),
+                want_error.clone(),
+            );
+            (start_state, None)
+        }
+    };
+    if let Some(admitted) = expected.get("admitted").and_then(Value::as_bool) {
+        check_eq(&mut problems, "admitted", assignment.is_some(), admitted);
+    }
+    if let Some(want) = expected.get("assignments") {
+        check_eq(
+            &mut problems,
+            "assignments",
+            cpu_entries(&state)?,
+            vector_entries(want)?,
+        );
+    }
+    if let Some(want) = expected.get("default_cpuset") {
+        check_eq(
+            &mut problems,
+            "default cpuset",
+            cpus(&state.cpu.default_cpuset)?,
+            vector_cpus(want)?,
+        );
+    }
+    let Some(assignment) = assignment else {
+        return finish(problems);
+    };
+    let level = |want: wit::CpuIsolation| -> BTreeMap<String, Option<String>> {
+        assignment
+            .containers
+            .iter()
+            .filter(|c| c.cpu_isolation == want)
+            .map(|c| (c.name.clone(), c.cpuset.clone()))
+            .collect()
+    };
+    let exclusive = level(wit::CpuIsolation::Container);
+    let pod_shared = level(wit::CpuIsolation::Pod);
+    let node_shared: BTreeSet<String> = level(wit::CpuIsolation::Host).into_keys().collect();
+    let metrics = &expected["metrics"];
+    if let Some(allocs) = metrics.get("allocs").and_then(Value::as_u64) {
+        let held = cpu_entries(&state)?.get(uid).map_or(0, BTreeMap::len);
+        check_eq(&mut problems, "allocs", held as u64, allocs);
+    }
+    if let Some(n) = metrics.get("exclusive_assignments").and_then(Value::as_u64) {
+        check_eq(
+            &mut problems,
+            "exclusive assignments",
+            exclusive.len() as u64,
+            n,
+        );
+    }
+    if let Some(n) = metrics
+        .get("pod_shared_pool_assignments")
+        .and_then(Value::as_u64)
+    {
+        check_eq(
+            &mut problems,
+            "pod shared pool assignments",
+            pod_shared.len() as u64,
+            n,
+        );
+    }
+    let set = |text: &Option<String>| text.as_deref().map_or(Ok(CpuSet::new()), cpus);
+    let pod_set = set(&assignment.pod_cpuset)?;
+    let pool = set(&assignment.pod_shared_pool)?;
+    if let Some(size) = expected.get("podSetSize").and_then(Value::as_u64) {
+        check_eq(&mut problems, "pod set size", pod_set.len() as u64, size);
+    }
+    if let Some(want) = expected.get("exclusiveSizes").and_then(Value::as_object) {
+        let want: BTreeMap<String, u64> = want
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(u64::MAX)))
+            .collect();
+        let got = exclusive
+            .iter()
+            .map(|(k, v)| Ok((k.clone(), set(v)?.len() as u64)))
+            .collect::<Checked<BTreeMap<_, _>>>()?;
+        check_eq(&mut problems, "exclusive sizes", got, want);
+    }
+    if let Some(size) = expected.get("sharedPoolSize").and_then(Value::as_u64) {
+        check_eq(&mut problems, "shared pool size", pool.len() as u64, size);
+    }
+    if let Some(want) = expected.get("nodeSharedContainers") {
+        check_eq(
+            &mut problems,
+            "node shared containers",
+            node_shared,
+            names(want),
+        );
+    }
+    let long_running: Vec<&wit::ContainerAssignment> = assignment
+        .containers
+        .iter()
+        .filter(|c| c.kind != wit::ContainerKind::Init)
+        .collect();
+    if let Some(want) = expected.get("sharedContainers") {
+        let want = names(want);
+        let got: BTreeSet<String> = long_running
+            .iter()
+            .filter(|c| c.cpu_isolation == wit::CpuIsolation::Pod)
+            .map(|c| c.name.clone())
+            .collect();
+        check_eq(&mut problems, "shared containers", got, want.clone());
+        for name in &want {
+            let got = pod_shared.get(name).map(set).transpose()?;
+            check_eq(
+                &mut problems,
+                &format!("{name} gets the pod shared pool"),
+                got,
+                Some(pool.clone()),
+            );
+        }
+    }
+    if expected.get("admitted").is_some() {
+        // kep-derived notes: exclusive long-running slices are pairwise
+        // disjoint, disjoint from the pool, and everything is inside the pod set.
+        let default = cpus(&state.cpu.default_cpuset)?;
+        let slices = long_running
+            .iter()
+            .filter(|c| c.cpu_isolation == wit::CpuIsolation::Container)
+            .map(|c| Ok((c.name.clone(), set(&c.cpuset)?)))
+            .collect::<Checked<Vec<_>>>()?;
+        for (i, (a, a_cpus)) in slices.iter().enumerate() {
+            for (b, b_cpus) in &slices[i + 1..] {
+                if !a_cpus.is_disjoint(b_cpus) {
+                    problems.push(format!("{a} ({a_cpus}) overlaps {b} ({b_cpus})"));
+                }
+            }
+            if !a_cpus.is_disjoint(&pool) {
+                problems.push(format!(
+                    "{a} ({a_cpus}) overlaps the pod shared pool ({pool})"
+                ));
+            }
+        }
+        for (name, cpuset) in exclusive.iter().chain(pod_shared.iter()) {
+            let cpuset = set(cpuset)?;
+            if !pod_set.is_empty() && !cpuset.is_subset_of(&pod_set) {
+                problems.push(format!(
+                    "{name} ({cpuset}) is outside the pod set ({pod_set})"
+                ));
+            }
+            if !cpuset.is_disjoint(&default) {
+                problems.push(format!("{name} ({cpuset}) holds shared-pool CPUs"));
+            }
+        }
+    }
+    finish(problems)
+}
+
+/// The memory vectors' state: `assignments` (pod -> container -> blocks) on
+/// the default machine state.
+fn vector_memory_state(value: &Value) -> Checked<wit::ManagerState> {
+    let mut state = crate::empty_manager_state();
+    state.memory.policy_name = "Static".into();
+    for (uid, containers) in value.as_object().into_iter().flatten() {
+        let mut entry = wit::PodMemoryEntries {
+            pod_uid: uid.clone(),
+            containers: Vec::new(),
+        };
+        for (name, blocks) in containers.as_object().into_iter().flatten() {
+            let blocks = blocks
+                .as_array()
+                .ok_or("blocks are not a list")?
+                .iter()
+                .map(|b| {
+                    Ok(wit::MemoryBlock {
+                        numa_affinity: vector_mask(&b["numaAffinity"])?.unwrap_or_default(),
+                        resource_name: b["type"].as_str().unwrap_or_default().to_string(),
+                        size: b["size"].as_u64().ok_or("block size is not a number")?,
+                    })
+                })
+                .collect::<Checked<Vec<_>>>()?;
+            entry.containers.push(wit::ContainerMemory {
+                container: name.clone(),
+                blocks,
+            });
+        }
+        state.memory.entries.push(entry);
+    }
+    Ok(state)
+}
+
+fn memory_node() -> (wit::NodeTopology, NodeSettings) {
+    let (topology, reserved) = memory_test_machine();
+    let node = NodeSettings {
+        memory_manager_policy: Some("Static".into()),
+        reserved_memory: reserved,
+        ..empty_node()
+    };
+    (topology, node)
+}
+
+/// Memory manager `GetTopologyHints` (container scope).
+fn memory_hints_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseResultText {
+    let uid = input["pod_uid"]
+        .as_str()
+        .ok_or("input.pod_uid is not a string")?;
+    let name = input["container"]
+        .as_str()
+        .ok_or("input.container is not a string")?;
+    let resources = &input["container_resources"];
+    // A string describes upstream's burstable requirements (requests != limits).
+    let container = if resources.is_object() {
+        serde_json::json!({"name": name, "requests": resources["requests"], "limits": resources["limits"]})
+    } else {
+        serde_json::json!({"name": name, "requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}})
+    };
+    let pod = vector_pod(&serde_json::json!({"containers": [container]}), uid)?;
+    let (topology, node) = memory_node();
+    let request = wit::ManagerRequest::TopologyHints(wit::HintsRequest {
+        manager: wit::ResourceManager::Memory,
+        state: vector_memory_state(&input["assignments"])?,
+        pod,
+        container: Some(name.to_string()),
+    });
+    let hints = match operation(policy, &request, &topology, &node)? {
+        Ok(wit::ManagerResponse::Hints(hints)) => hints,
+        Ok(other) => return Err(unexpected_response(&other)),
+        Err(e) => return Err(format!("unexpected error {:?}", e.message)),
+    };
+    let want: Option<BTreeMap<String, Vec<wit::TopologyHint>>> = match &expected["hints"] {
+        Value::Null => None,
+        Value::Object(map) => Some(
+            map.iter()
+                .map(|(resource, list)| {
+                    let list = list
+                        .as_array()
+                        .ok_or("hint list is not a list")?
+                        .iter()
+                        .map(vector_hint)
+                        .collect::<Checked<Vec<_>>>()?;
+                    Ok((resource.clone(), list))
+                })
+                .collect::<Checked<BTreeMap<_, _>>>()?,
+        ),
+        other => return Err(format!("expected.hints: unexpected {other}")),
+    };
+    let got = match hints {
+        None => None,
+        Some(list) => Some(
+            list.into_iter()
+                .map(|r| Ok((r.resource_name, r.hints.ok_or("a nil hint list")?)))
+                .collect::<Checked<BTreeMap<_, _>>>()?,
+        ),
+    };
+    if got == want {
+        Ok(())
+    } else {
+        Err(format!("expected {want:?}, got {got:?}"))
+    }
+}
+
+/// Memory manager `getPodRequestedResources`.
+fn memory_requested_case(
+    policy: &PolicyRuntime,
+    input: &Value,
+    expected: &Value,
+) -> CaseResultText {
+    let pod = vector_pod(input, "pod")?;
+    let (topology, node) = memory_node();
+    let request = wit::ManagerRequest::PodRequested(wit::PodRequestedRequest {
+        manager: wit::ResourceManager::Memory,
+        pod,
+    });
+    let got: BTreeMap<String, u64> = match operation(policy, &request, &topology, &node)? {
+        Ok(wit::ManagerResponse::Requested(list)) => list
+            .into_iter()
+            .map(|r| (r.resource_name, r.amount))
+            .collect(),
+        Ok(other) => return Err(unexpected_response(&other)),
+        Err(e) => return Err(format!("unexpected error {:?}", e.message)),
+    };
+    let want: BTreeMap<String, u64> = expected["requested"]
+        .as_object()
+        .ok_or("expected.requested is not a map")?
+        .iter()
+        .map(|(k, v)| Ok((k.clone(), v.as_u64().ok_or("not a byte count")?)))
+        .collect::<Checked<_>>()?;
+    if got == want {
+        Ok(())
+    } else {
+        Err(format!("expected {want:?}, got {got:?}"))
+    }
 }

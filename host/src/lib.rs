@@ -4,7 +4,8 @@
 //! policy component in wasmtime ([`runtime`]), renders results
 //! ([`output`]) and runs conformance vectors ([`conformance`]). It decides
 //! no policy: every number it prints or writes comes from the component.
-//! The machine's CPU and NUMA topology is read from sysfs ([`sysfs`]).
+//! The machine's CPU and NUMA topology is read from sysfs ([`sysfs`]) and
+//! handed to the resource managers as a WIT topology ([`topology_input`]).
 //!
 //! Embedding the policy in another wasmtime host needs only the component
 //! and the WIT file; [`runtime::PolicyRuntime`] is one way to do it:
@@ -33,6 +34,7 @@ pub mod pod_input;
 pub mod resize_exec;
 pub mod runtime;
 pub mod sysfs;
+pub mod topology_input;
 
 use anyhow::Result;
 
@@ -122,6 +124,83 @@ impl PolicyRuntime {
         node: &NodeSettings,
     ) -> Result<PolicyResult<Vec<(String, i32)>>> {
         self.call(|p, s| p.call_oom_score_adjust(s, pod, node))
+    }
+    /// Export `admit`: KEP-5526 admission of `pod` by the topology, CPU and
+    /// memory managers on `state` (state in, state out).
+    pub fn admit(
+        &self,
+        pod: &Pod,
+        topology: &bindings::NodeTopology,
+        state: &bindings::ManagerState,
+        node: &NodeSettings,
+    ) -> Result<PolicyResult<bindings::Admission>> {
+        self.call(|p, s| p.call_admit(s, pod, topology, state, node))
+    }
+    /// Export `release`: `RemoveContainer` of one container on both managers.
+    pub fn release(
+        &self,
+        pod_uid: &str,
+        container: &str,
+        topology: &bindings::NodeTopology,
+        state: &bindings::ManagerState,
+        node: &NodeSettings,
+    ) -> Result<PolicyResult<bindings::ManagerState>> {
+        self.call(|p, s| p.call_release(s, pod_uid, container, topology, state, node))
+    }
+    /// Export `manager-operation`: one upstream manager function; the inner
+    /// `Err` is the error that function returned.
+    pub fn manager_operation(
+        &self,
+        request: &bindings::ManagerRequest,
+        topology: &bindings::NodeTopology,
+        node: &NodeSettings,
+    ) -> Result<PolicyResult<ManagerOutcome<bindings::ManagerResponse>>> {
+        self.call(|p, s| p.call_manager_operation(s, request, topology, node))
+    }
+    /// The `start` manager operation: check a loaded state (a checkpoint)
+    /// against the node's configuration, or initialise a new one.
+    pub fn start_managers(
+        &self,
+        topology: &bindings::NodeTopology,
+        state: &bindings::ManagerState,
+        node: &NodeSettings,
+    ) -> Result<PolicyResult<ManagerOutcome<bindings::ManagerState>>> {
+        let request = bindings::ManagerRequest::Start(state.clone());
+        Ok(self
+            .manager_operation(&request, topology, node)?
+            .map(|outcome| {
+                outcome.and_then(|response| match response {
+                    bindings::ManagerResponse::State(state) => Ok(state),
+                    _ => Err(bindings::ManagerError {
+                        kind: bindings::ManagerErrorKind::UnexpectedAdmission,
+                        reason: String::new(),
+                        message: "the policy answered `start` with another response".into(),
+                        function: "Start".into(),
+                    }),
+                })
+            }))
+    }
+}
+
+/// What a manager function answers: its result, or the error it returned.
+pub type ManagerOutcome<T> = std::result::Result<T, bindings::ManagerError>;
+
+/// A manager state with nothing in it: what a node without checkpoints
+/// starts from (`admit` and `start_managers` initialise it).
+pub fn empty_manager_state() -> bindings::ManagerState {
+    bindings::ManagerState {
+        cpu: bindings::CpuManagerState {
+            policy_name: String::new(),
+            default_cpuset: String::new(),
+            entries: Vec::new(),
+            pod_entries: Vec::new(),
+        },
+        memory: bindings::MemoryManagerState {
+            policy_name: String::new(),
+            machine_state: Vec::new(),
+            entries: Vec::new(),
+            pod_entries: Vec::new(),
+        },
     }
 }
 

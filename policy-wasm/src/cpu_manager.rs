@@ -10,6 +10,8 @@
 //! - [`take_by_topology_numa_packed`] / [`take_by_topology_numa_distributed`]
 //!   (`cpu_assignment.go`): the topology-aware CPU pickers.
 //! - [`PodSpec`] / [`ContainerSpec`]: the pod values the policy reads.
+//! - [`hints`]: the static policy as a topology manager hint provider
+//!   (`GetTopologyHints`, `GetPodTopologyHints`).
 //!
 //! The topology manager is not here: its hint for a container or pod comes
 //! in as an optional NUMA bitmask (bit n = NUMA node n). Feature gates come
@@ -50,6 +52,7 @@
 //! ```
 
 pub mod cpu_assignment;
+pub mod hints;
 pub mod pod;
 pub mod policy_options;
 pub mod policy_static;

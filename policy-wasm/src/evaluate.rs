@@ -211,3 +211,33 @@ pub fn resize_plan(
 ) -> Result<wit::ResizePlan> {
     crate::resize::plan(current, desired, others, node)
 }
+
+/// Export `admit`: KEP-5526 admission by the topology, CPU and memory managers.
+pub fn admit(
+    pod: &wit::Pod,
+    topology: &wit::NodeTopology,
+    state: &wit::ManagerState,
+    node: &wit::NodeSettings,
+) -> Result<wit::Admission> {
+    crate::managers::admit(pod, topology, state, node)
+}
+
+/// Export `release`: `RemoveContainer` on the configured managers.
+pub fn release(
+    pod_uid: &str,
+    container: &str,
+    topology: &wit::NodeTopology,
+    state: &wit::ManagerState,
+    node: &wit::NodeSettings,
+) -> Result<wit::ManagerState> {
+    crate::managers::release(pod_uid, container, topology, state, node)
+}
+
+/// Export `manager-operation`: one upstream manager function on explicit inputs.
+pub fn manager_operation(
+    request: &wit::ManagerRequest,
+    topology: &wit::NodeTopology,
+    node: &wit::NodeSettings,
+) -> Result<crate::managers::OperationResult> {
+    crate::managers::manager_operation(request, topology, node)
+}

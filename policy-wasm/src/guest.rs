@@ -66,6 +66,30 @@ impl Guest for PodPolicy {
     fn evaluate(pod: Pod, node: NodeSettings) -> Result<PodEvaluation, Vec<FieldError>> {
         evaluate::evaluate(&pod, &node)
     }
+    fn admit(
+        pod: Pod,
+        topology: NodeTopology,
+        state: ManagerState,
+        node: NodeSettings,
+    ) -> Result<Admission, Vec<FieldError>> {
+        evaluate::admit(&pod, &topology, &state, &node)
+    }
+    fn release(
+        pod_uid: String,
+        container: String,
+        topology: NodeTopology,
+        state: ManagerState,
+        node: NodeSettings,
+    ) -> Result<ManagerState, Vec<FieldError>> {
+        evaluate::release(&pod_uid, &container, &topology, &state, &node)
+    }
+    fn manager_operation(
+        request: ManagerRequest,
+        topology: NodeTopology,
+        node: NodeSettings,
+    ) -> Result<Result<ManagerResponse, ManagerError>, Vec<FieldError>> {
+        evaluate::manager_operation(&request, &topology, &node)
+    }
 }
 
 crate::wit::export!(PodPolicy with_types_in crate::wit);

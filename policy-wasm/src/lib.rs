@@ -23,6 +23,8 @@
 //! - [`topology`]: the Topology Manager: NUMA masks, hint merging, policies and scopes.
 //! - [`memory_manager`]: the static Memory Manager: NUMA machine state, hints and allocation.
 //! - [`resize`]: in-place resize (KEP-1287): validation, fit check, ordered cgroup plan.
+//! - [`managers`]: the KEP-5526 resource managers through the WIT: topology,
+//!   state and configuration decoding, `admit` / `release`, manager operations.
 //! - [`evaluate`]: the whole node-side evaluation of one pod.
 //!
 //! Nothing here does I/O, reads a clock or draws random numbers.
@@ -46,6 +48,7 @@ pub mod cpuset;
 pub mod defaults;
 pub mod evaluate;
 pub mod features;
+pub mod managers;
 pub mod memory_manager;
 pub mod memory_qos;
 pub mod model;
@@ -66,7 +69,7 @@ mod guest;
 /// The policy implementation version.
 pub const POLICY_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The WIT package version this crate implements (`podpolicy:policy@...`).
-pub const WIT_VERSION: &str = "0.3.0";
+pub const WIT_VERSION: &str = "0.4.0";
 /// The Kubernetes release whose semantics and defaults this policy follows.
 pub const KUBERNETES_VERSION: &str = "1.36";
 

@@ -1231,6 +1231,38 @@ pub fn remove_container(
     next
 }
 
+/// Upstream `validateState`'s expected machine state: `default` with every
+/// block of `state` reserved again, pod-level blocks once per pod (the
+/// container blocks of such a pod overlap them and are skipped). Blocks on
+/// unknown nodes or resources reserve nothing there.
+pub fn expected_machine_state(default: &NumaNodeMap, state: &MemoryState) -> NumaNodeMap {
+    let mut machine = default.clone();
+    for blocks in state.pod_assignments.values() {
+        for block in blocks {
+            reserve(
+                &mut machine,
+                &block.numa_affinity,
+                &block.resource,
+                block.size,
+            );
+        }
+    }
+    for (pod_uid, containers) in &state.assignments {
+        if state.pod_assignments.contains_key(pod_uid) {
+            continue;
+        }
+        for block in containers.values().flatten() {
+            reserve(
+                &mut machine,
+                &block.numa_affinity,
+                &block.resource,
+                block.size,
+            );
+        }
+    }
+    machine
+}
+
 /// State `Delete`: the container entry, and the pod entry once it is empty.
 fn delete_container(state: &mut MemoryState, pod_uid: &str, container_name: &str) {
     if let Some(containers) = state.assignments.get_mut(pod_uid) {

@@ -74,6 +74,32 @@ fn pod_level_defaulting_and_validation() {
     assert_all_pass("kep-derived/pod-level-validation.json", 13);
 }
 
+/// The resource manager files: every case through the component; only the
+/// upstream-internal `cpuAccumulator.*` cases may be skipped.
+#[test]
+fn resource_managers() {
+    for (relative, cases) in [
+        ("k8s-managers/cpu-assignment.json", 85),
+        ("k8s-managers/cpu-static-policy.json", 40),
+        ("k8s-managers/kep5526-pod-level-cpu.json", 6),
+        ("k8s-managers/memory-static-policy.json", 8),
+        ("k8s-managers/topology-manager-merge.json", 77),
+        ("kep-derived/kep5526-allocation.json", 13),
+    ] {
+        assert_all_pass(relative, cases);
+        let report = run_file(policy(), &vectors_dir().join(relative)).expect("runs");
+        for case in &report.cases {
+            if let Outcome::Skip(why) = &case.outcome {
+                assert!(
+                    why.contains("cpuAccumulator."),
+                    "{relative}: {} skipped for another reason: {why}",
+                    case.name
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn every_shared_file_runs_through_the_runner() {
     let mut total = Totals::default();

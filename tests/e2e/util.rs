@@ -21,10 +21,9 @@ pub fn cache_dir() -> PathBuf {
 
 /// The workspace root.
 pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("host/ is in the workspace")
-        .to_path_buf()
+    let host = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = host.parent().expect("host/ is in the workspace");
+    root.canonicalize().unwrap_or_else(|_| root.to_path_buf())
 }
 
 /// `../shared/vectors` beside the workspace.
