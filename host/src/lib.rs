@@ -27,10 +27,15 @@ pub mod bindings {
     });
 }
 
+pub mod admit;
+pub mod apply;
+pub mod cgroupfs;
+pub mod checkpoint;
 pub mod conformance;
 pub mod node_input;
 pub mod output;
 pub mod pod_input;
+pub mod resize_cmd;
 pub mod resize_exec;
 pub mod runtime;
 pub mod sysfs;

@@ -11,8 +11,9 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 
+use podpolicy::bindings::NodeSettings;
 use podpolicy::runtime::{Cache, Limits, PolicyRuntime};
-use podpolicy::{conformance, explain_all, node_input, pod_input};
+use podpolicy::{apply, conformance, explain_all, node_input, pod_input};
 
 #[derive(Parser)]
 #[command(
@@ -61,6 +62,107 @@ enum Command {
         /// Output format.
         #[arg(short, long, value_enum, default_value_t = Format::Table)]
         output: Format,
+    },
+    /// Evaluate pods and write their cgroup v2 files (and oom_score_adj) once, as a node agent.
+    ///
+    /// Nothing is written when the policy rejects a pod (exit 1), when a name
+    /// is unsafe as a path or the policy's output fails a sanity check (exit 2).
+    /// Only files whose value changes are written; a failed write stops the
+    /// run and the report lists the changes applied before it (exit 2).
+    Apply {
+        /// Pod files (YAML or JSON; a Pod, a List, or several YAML documents); `-` reads stdin.
+        #[arg(required = true)]
+        pods: Vec<PathBuf>,
+        /// Node settings file; without it, this machine is described.
+        #[arg(long)]
+        node: Option<PathBuf>,
+        /// The cgroup v2 root (a cgroup2 mount, or a plain directory standing in for one).
+        #[arg(long, value_name = "DIR", default_value = "/sys/fs/cgroup")]
+        cgroup_root: PathBuf,
+        /// Where `<pid>/oom_score_adj` lives.
+        #[arg(long, value_name = "DIR", default_value = "/proc")]
+        proc_root: PathBuf,
+        /// Print the changes (path, old, new) without writing anything.
+        #[arg(long)]
+        dry_run: bool,
+        /// Write the container's oom_score_adj for a process: CONTAINER, POD/CONTAINER
+        /// or NAMESPACE/POD/CONTAINER, `=`, PID. Repeatable.
+        #[arg(long = "pid", value_name = "CONTAINER=PID")]
+        pids: Vec<apply::PidAssignment>,
+        /// The kubelet's kubeReservedCgroup (below the root), when the policy writes to it.
+        #[arg(long, value_name = "CGROUP")]
+        kube_reserved_cgroup: Option<String>,
+        /// The kubelet's systemReservedCgroup (below the root), when the policy writes to it.
+        #[arg(long, value_name = "CGROUP")]
+        system_reserved_cgroup: Option<String>,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Table)]
+        output: Format,
+    },
+    /// Plan an in-place resize from OLD (the running pod) to NEW; with
+    /// --apply, carry it out on the pod's cgroups.
+    ///
+    /// Exit 0: planned or completed; 1: not accepted (Deferred, Infeasible,
+    /// Invalid) or deferred by a memory usage check; 2: a write failed (the
+    /// report lists the steps applied; run again to converge).
+    Resize {
+        /// The pod as it runs now (actuated resources).
+        old: PathBuf,
+        /// The pod with the desired resources.
+        new: PathBuf,
+        /// Node settings file; without it, this machine is described.
+        #[arg(long)]
+        node: Option<PathBuf>,
+        /// Requests of the node's other pods, summed (`cpu=10,memory=8Gi`).
+        #[arg(long, value_name = "LIST")]
+        others: Option<String>,
+        /// Carry the plan out on the cgroup files.
+        #[arg(long, requires = "cgroup_root")]
+        apply: bool,
+        /// The cgroup v2 root (a cgroup2 mount, or a plain directory standing in for one).
+        #[arg(long)]
+        cgroup_root: Option<PathBuf>,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Table)]
+        output: Format,
+    },
+    /// Admit a pod through the topology, CPU and memory managers (KEP-5526):
+    /// hints, NUMA affinity, cpusets, memory blocks, isolation, or the
+    /// rejection (exit 1). The new state is checkpointed in --state.
+    Admit {
+        /// The pod (a file of one pod, or `-`).
+        pod: PathBuf,
+        /// Node settings file (manager policies, reservations, gates).
+        #[arg(long)]
+        node: Option<PathBuf>,
+        /// Root of the sysfs tree to read the topology from.
+        #[arg(long, default_value = "/")]
+        sysfs: PathBuf,
+        /// Directory of the manager checkpoints (read, then written crash-safe).
+        #[arg(long)]
+        state: Option<PathBuf>,
+        /// Also write cpuset.cpus / cpuset.mems (and quota) under this cgroup root.
+        #[arg(long)]
+        cgroup_root: Option<PathBuf>,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Table)]
+        output: Format,
+    },
+    /// Release a container's manager resources (the pod's go with its last container).
+    Release {
+        /// The pod's metadata.uid.
+        pod_uid: String,
+        /// The container's name.
+        container: String,
+        /// Node settings file.
+        #[arg(long)]
+        node: Option<PathBuf>,
+        /// Root of the sysfs tree to read the topology from.
+        #[arg(long, default_value = "/")]
+        sysfs: PathBuf,
+        /// Directory of the manager checkpoints.
+        #[arg(long)]
+        state: PathBuf,
     },
     /// Run conformance vector files through the component.
     Conformance {
@@ -126,6 +228,22 @@ fn load_policy(cli: &Cli) -> Result<PolicyRuntime> {
         Some(path) => PolicyRuntime::from_file(path, &cache, limits),
         None => PolicyRuntime::embedded(&cache, limits).context("loading the embedded policy"),
     }
+}
+
+/// The node settings from `path`, or this machine's; refused when invalid.
+fn read_node(policy: &PolicyRuntime, path: Option<&std::path::Path>) -> Result<NodeSettings> {
+    let node = match path {
+        Some(path) => node_input::read_node(path)?,
+        None => node_input::local_node("/proc".as_ref(), "/sys/fs/cgroup".as_ref())?,
+    };
+    let node_errors = policy.validate_node(&node)?;
+    if !node_errors.is_empty() {
+        anyhow::bail!(
+            "invalid node settings:\n{}",
+            podpolicy::format_field_errors(&node_errors)
+        );
+    }
+    Ok(node)
 }
 
 fn print(
@@ -196,17 +314,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Explain { pods, node, output } => {
-            let node = match node {
-                Some(path) => node_input::read_node(path)?,
-                None => node_input::local_node("/proc".as_ref(), "/sys/fs/cgroup".as_ref())?,
-            };
-            let node_errors = policy.validate_node(&node)?;
-            if !node_errors.is_empty() {
-                anyhow::bail!(
-                    "invalid node settings:\n{}",
-                    podpolicy::format_field_errors(&node_errors)
-                );
-            }
+            let node = read_node(&policy, node.as_deref())?;
             let mut docs = Vec::new();
             for path in pods {
                 docs.extend(pod_input::read_pods(path)?);
@@ -218,6 +326,116 @@ fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 ExitCode::SUCCESS
             })
+        }
+        Command::Apply {
+            pods,
+            node,
+            cgroup_root,
+            proc_root,
+            dry_run,
+            pids,
+            kube_reserved_cgroup,
+            system_reserved_cgroup,
+            output,
+        } => {
+            let node = read_node(&policy, node.as_deref())?;
+            let mut docs = Vec::new();
+            for path in pods {
+                docs.extend(pod_input::read_pods(path)?);
+            }
+            let options = apply::ApplyOptions {
+                cgroup_root: cgroup_root.clone(),
+                proc_root: proc_root.clone(),
+                dry_run: *dry_run,
+                pids: pids.clone(),
+                kube_reserved_cgroup: kube_reserved_cgroup.clone(),
+                system_reserved_cgroup: system_reserved_cgroup.clone(),
+            };
+            match apply::apply_pods(&policy, &docs, &node, &options)? {
+                apply::ApplyOutcome::Rejected(report) => {
+                    print(*output, || report.to_table(), &report)?;
+                    eprintln!("podpolicy: the policy rejected a pod; nothing was written");
+                    Ok(ExitCode::from(1))
+                }
+                apply::ApplyOutcome::Planned(report) => {
+                    print(*output, || report.to_table(), &report)?;
+                    match &report.error {
+                        Some(error) => anyhow::bail!(
+                            "{error}; {} of {} change(s) were applied before it",
+                            report.applied,
+                            report.changes.len()
+                        ),
+                        None => Ok(ExitCode::SUCCESS),
+                    }
+                }
+            }
+        }
+        Command::Resize {
+            old,
+            new,
+            node,
+            others,
+            apply,
+            cgroup_root,
+            output,
+        } => {
+            let node = read_node(&policy, node.as_deref())?;
+            let current = single_pod(old)?;
+            let desired = single_pod(new)?;
+            let others = parse_resource_list(others.as_deref().unwrap_or(""))?;
+            let root = if *apply { cgroup_root.as_deref() } else { None };
+            let report =
+                podpolicy::resize_cmd::resize(&policy, &current, &desired, &others, &node, root)?;
+            print(*output, || report.to_table(), &report.to_json())?;
+            Ok(ExitCode::from(report.exit_code()))
+        }
+        Command::Admit {
+            pod,
+            node,
+            sysfs,
+            state,
+            cgroup_root,
+            output,
+        } => {
+            let node = read_node(&policy, node.as_deref())?;
+            let topology = podpolicy::topology_input::read_node_topology(sysfs)?;
+            let pod = single_pod(pod)?;
+            let admission = podpolicy::admit::admit(
+                &policy,
+                &pod,
+                &node,
+                &topology,
+                state.as_deref(),
+                cgroup_root.as_deref(),
+            )?;
+            let value = podpolicy::admit::admission_json(&pod, &admission);
+            print(
+                *output,
+                || serde_yaml_ng::to_string(&value).unwrap_or_default(),
+                &value,
+            )?;
+            Ok(if admission.rejection.is_some() {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Command::Release {
+            pod_uid,
+            container,
+            node,
+            sysfs,
+            state,
+        } => {
+            let node = read_node(&policy, node.as_deref())?;
+            let topology = podpolicy::topology_input::read_node_topology(sysfs)?;
+            let state =
+                podpolicy::admit::release(&policy, pod_uid, container, &node, &topology, state)?;
+            println!(
+                "released {pod_uid}/{container}; default cpuset now {}",
+                state.cpu.default_cpuset
+            );
+            Ok(ExitCode::SUCCESS)
         }
         Command::Conformance { files } => {
             let mut total = conformance::Totals::default();
@@ -235,4 +453,30 @@ fn run(cli: Cli) -> Result<ExitCode> {
             })
         }
     }
+}
+
+/// Read a file that must hold exactly one pod.
+fn single_pod(path: &std::path::Path) -> Result<podpolicy::bindings::Pod> {
+    let mut docs = pod_input::read_pods(path)?;
+    if docs.len() != 1 {
+        anyhow::bail!("{}: expected one pod, found {}", path.display(), docs.len());
+    }
+    Ok(docs.remove(0).pod)
+}
+
+/// `cpu=10,memory=8Gi` -> a resource list (the policy parses the quantities).
+fn parse_resource_list(text: &str) -> Result<Vec<podpolicy::bindings::ResourceQuantity>> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(|item| match item.split_once('=') {
+            Some((name, quantity)) if !name.is_empty() => {
+                Ok(podpolicy::bindings::ResourceQuantity {
+                    name: name.trim().to_string(),
+                    quantity: quantity.trim().to_string(),
+                })
+            }
+            _ => anyhow::bail!("--others: `{item}` is not NAME=QUANTITY"),
+        })
+        .collect()
 }

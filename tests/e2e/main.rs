@@ -1,5 +1,6 @@
 //! End-to-end tests of podpolicy: one binary, one module per area.
 //!
+//! - `apply`: `podpolicy apply` into temporary cgroup roots, both drivers, failures, order.
 //! - `component`: the embedded component itself (imports, exports, versions).
 //! - `hostile`: modules that must be refused or contained.
 //! - `cli`: the `podpolicy` binary as a user runs it, bad inputs included.
@@ -8,9 +9,11 @@
 //! - `managers`: KEP-5526 admission and release through the component on a
 //!   fixture machine: the KEP's examples and tables, errors, properties.
 //! - `memory_qos`: KEP-2570 tables, factor validation, node-level sums.
+//! - `node_state`: manager checkpoints, restart, release, cpuset writes.
 //! - `resize`: KEP-1287 plans, rejections, the usage guard, failure injection.
 //! - `sysfs`: topology discovery over fixtures/sysfs and broken trees.
 
+mod apply;
 mod cli;
 mod component;
 mod conformance;
@@ -18,6 +21,7 @@ mod fixtures;
 mod hostile;
 mod managers;
 mod memory_qos;
+mod node_state;
 mod resize;
 mod sysfs;
 mod util;

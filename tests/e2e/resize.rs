@@ -542,3 +542,135 @@ proptest! {
         }
     }
 }
+
+/// `podpolicy resize --apply` on a cgroup tree written by `podpolicy apply`:
+/// it converges, is idempotent, and after a failed write a re-run completes.
+#[test]
+fn resize_cli_applies_converges_and_recovers_from_a_failed_write() {
+    use crate::util::{podpolicy, temp_dir};
+    let root = temp_dir("resize-cli");
+    let root_arg = root.to_str().expect("utf-8");
+    let node = "fixtures/nodes/node-1000gi.yaml";
+    let (code, _, stderr) = podpolicy(&[
+        "apply",
+        "--node",
+        node,
+        "--cgroup-root",
+        root_arg,
+        "fixtures/resize/web-old.yaml",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    // The node uses the systemd driver; a Guaranteed pod sits directly under kubepods.
+    let pod_dir =
+        root.join("kubepods.slice/kubepods-pod3f1e2d4c_0000_4d1e_8e2f_128700000001.slice");
+    let read = |rel: &str| {
+        std::fs::read_to_string(pod_dir.join(rel))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(read("c1/memory.max"), (2u64 << 30).to_string());
+
+    // Plan only.
+    let (code, stdout, stderr) = podpolicy(&[
+        "resize",
+        "-o",
+        "json",
+        "--node",
+        node,
+        "fixtures/resize/web-old.yaml",
+        "fixtures/resize/web-new.yaml",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let plan: Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(plan["decision"], "Accepted");
+    assert!(plan["execution"].is_null());
+
+    // A failed write: c1's memory.max is unwritable (a directory).
+    std::fs::remove_file(pod_dir.join("c1/memory.max")).expect("rm");
+    std::fs::create_dir(pod_dir.join("c1/memory.max")).expect("mkdir");
+    let args = [
+        "resize",
+        "-o",
+        "json",
+        "--apply",
+        "--cgroup-root",
+        root_arg,
+        "--node",
+        node,
+        "fixtures/resize/web-old.yaml",
+        "fixtures/resize/web-new.yaml",
+    ];
+    let (code, stdout, _) = podpolicy(&args);
+    assert_eq!(code, 2, "{stdout}");
+    let report: Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(report["execution"]["result"], "failed");
+    let failed = report["execution"]["step"].as_u64().expect("step") as usize;
+    let statuses: Vec<&str> = report["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|s| s["status"].as_str().unwrap_or(""))
+        .collect();
+    assert!(
+        statuses[..failed].iter().all(|s| *s != "not-run"),
+        "{statuses:?}"
+    );
+    assert!(
+        statuses[failed..].iter().all(|s| *s == "not-run"),
+        "{statuses:?}"
+    );
+
+    // Repair and re-run: it completes, and the values are the new pod's.
+    std::fs::remove_dir(pod_dir.join("c1/memory.max")).expect("rmdir");
+    std::fs::write(pod_dir.join("c1/memory.max"), (2u64 << 30).to_string()).expect("restore");
+    let (code, stdout, _) = podpolicy(&args);
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(read("c1/memory.max"), (3u64 << 30).to_string());
+    assert_eq!(read("c2/memory.max"), (1u64 << 30).to_string());
+    assert_eq!(read("c2/cpu.max"), "100000 100000");
+    assert_eq!(read("cpu.max"), "700000 100000");
+
+    // Idempotent: a third run writes nothing.
+    let (code, stdout, _) = podpolicy(&args);
+    assert_eq!(code, 0, "{stdout}");
+    let report: Value = serde_json::from_str(&stdout).expect("json");
+    for step in report["steps"].as_array().expect("steps") {
+        assert_ne!(step["status"], "applied", "{step}");
+    }
+}
+
+#[test]
+fn resize_cli_reports_rejections() {
+    use crate::util::podpolicy;
+    let dir = crate::util::temp_dir("resize-reject");
+    let burstable = dir.join("burstable.yaml");
+    std::fs::write(
+        &burstable,
+        "kind: Pod\nmetadata: {name: web, uid: 3f1e2d4c-0000-4d1e-8e2f-128700000001}\nspec:\n  containers:\n  - {name: c1, resources: {requests: {cpu: '1'}, limits: {cpu: '2'}}}\n  - {name: c2}\n  - {name: c3}\n",
+    )
+    .expect("write");
+    let (code, stdout, _) = podpolicy(&[
+        "resize",
+        "--node",
+        "fixtures/nodes/node-1000gi.yaml",
+        "fixtures/resize/web-old.yaml",
+        burstable.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("decision  Invalid") && stdout.contains("Pod QoS is immutable"),
+        "{stdout}"
+    );
+    let (code, stdout, _) = podpolicy(&[
+        "resize",
+        "--node",
+        "fixtures/nodes/node-1000gi.yaml",
+        "--others",
+        "cpu=60",
+        "fixtures/resize/web-old.yaml",
+        "fixtures/resize/web-new.yaml",
+    ]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("decision  Deferred"), "{stdout}");
+}

@@ -1,0 +1,229 @@
+//! `podpolicy admit` and `podpolicy release`: the resource managers
+//! (KEP-5526) on a node, with crash-safe checkpoints and cpuset writes.
+//!
+//! The component decides (hints, affinity, cpusets, memory blocks,
+//! isolation); this module loads and saves the state, turns the assignment
+//! into cgroup files (`cpuset.cpus`, `cpuset.mems`, the quota of containers
+//! whose CFS quota is disabled) and refuses an empty cpuset before any write.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde_json::{Value, json};
+
+use crate::bindings::{Admission, ManagerState, NodeSettings, NodeTopology, Pod, QosClass};
+use crate::cgroupfs::{self, CgroupRoot, CgroupValues, FileValue};
+use crate::runtime::PolicyRuntime;
+use crate::{checkpoint, format_field_errors};
+
+/// Configured policy names, as the checkpoints record them.
+fn policy_names(node: &NodeSettings) -> (String, String) {
+    (
+        node.cpu_manager_policy
+            .clone()
+            .unwrap_or_else(|| "none".to_string()),
+        node.memory_manager_policy
+            .clone()
+            .unwrap_or_else(|| "None".to_string()),
+    )
+}
+
+/// Load the state (or start empty) and let the managers validate it, as the
+/// kubelet's `Start` does.
+pub fn start_state(
+    policy: &PolicyRuntime,
+    topology: &NodeTopology,
+    node: &NodeSettings,
+    state_dir: Option<&Path>,
+) -> Result<ManagerState> {
+    let (cpu_policy, memory_policy) = policy_names(node);
+    let state = match state_dir {
+        Some(dir) => checkpoint::load(dir, &cpu_policy, &memory_policy)?,
+        None => crate::empty_manager_state(),
+    };
+    match policy.start_managers(topology, &state, node)? {
+        Ok(Ok(state)) => Ok(state),
+        Ok(Err(e)) => bail!(
+            "the resource managers refuse to start: {} ({:?})",
+            e.message,
+            e.reason
+        ),
+        Err(errors) => bail!(
+            "invalid manager state or settings:\n{}",
+            format_field_errors(&errors)
+        ),
+    }
+}
+
+fn union_numa(blocks: &[crate::bindings::MemoryBlock]) -> BTreeSet<u32> {
+    blocks
+        .iter()
+        .flat_map(|b| b.numa_affinity.iter().copied())
+        .collect()
+}
+
+fn list_text(ids: &BTreeSet<u32>) -> String {
+    ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// The cgroup files an admission implies, for the pod and each container.
+pub fn cpuset_values(
+    admission: &Admission,
+    pod: &Pod,
+    qos: QosClass,
+    node: &NodeSettings,
+    topology: &NodeTopology,
+) -> Result<Vec<CgroupValues>> {
+    let driver = node.cgroup_driver;
+    let pod_path = cgroupfs::pod(driver, qos, &pod.uid).map_err(|e| anyhow!("{e}"))?;
+    let all_nodes: BTreeSet<u32> = topology.numa_nodes.iter().map(|n| n.id).collect();
+    let period = node.cpu_cfs_quota_period_us.unwrap_or(100_000);
+    let a = &admission.assignment;
+    let nonempty = |owner: &str, set: &str| -> Result<String> {
+        if set.trim().is_empty() {
+            bail!(
+                "the policy assigned an empty cpuset to {owner}; refusing to write it (no cgroup was changed)"
+            );
+        }
+        Ok(set.to_string())
+    };
+    let mut out = Vec::new();
+    let mut pod_files = Vec::new();
+    if let Some(set) = &a.pod_cpuset {
+        pod_files.push(FileValue {
+            file: "cpuset.cpus".into(),
+            value: nonempty("the pod", set)?,
+        });
+    }
+    let pod_mems = union_numa(&a.pod_memory);
+    pod_files.push(FileValue {
+        file: "cpuset.mems".into(),
+        value: list_text(if pod_mems.is_empty() {
+            &all_nodes
+        } else {
+            &pod_mems
+        }),
+    });
+    if a.pod_cfs_quota_disabled {
+        pod_files.push(FileValue {
+            file: "cpu.max".into(),
+            value: format!("max {period}"),
+        });
+    }
+    out.push(CgroupValues {
+        path: pod_path.clone(),
+        files: pod_files,
+    });
+    for c in &a.containers {
+        let path =
+            cgroupfs::container(&pod_path, "container", &c.name).map_err(|e| anyhow!("{e}"))?;
+        let cpus = c
+            .cpuset
+            .clone()
+            .unwrap_or_else(|| a.node_shared_pool.clone());
+        let mems = union_numa(&c.memory);
+        let mut files = vec![
+            FileValue {
+                file: "cpuset.cpus".into(),
+                value: nonempty(&format!("container `{}`", c.name), &cpus)?,
+            },
+            FileValue {
+                file: "cpuset.mems".into(),
+                value: list_text(if mems.is_empty() { &all_nodes } else { &mems }),
+            },
+        ];
+        if c.cfs_quota_disabled {
+            files.push(FileValue {
+                file: "cpu.max".into(),
+                value: format!("max {period}"),
+            });
+        }
+        out.push(CgroupValues { path, files });
+    }
+    Ok(out)
+}
+
+/// The result of `admit`, for output.
+pub fn admission_json(pod: &Pod, admission: &Admission) -> Value {
+    let a = &admission.assignment;
+    json!({
+        "pod": format!("{}/{}", pod.namespace, pod.name),
+        "uid": pod.uid,
+        "admitted": admission.rejection.is_none(),
+        "rejection": admission.rejection.as_ref().map(|r| json!({"reason": r.reason, "message": r.message})),
+        "topology": admission.topology,
+        "podCpuset": a.pod_cpuset,
+        "podSharedPool": a.pod_shared_pool,
+        "nodeSharedPool": a.node_shared_pool,
+        "podCfsQuotaDisabled": a.pod_cfs_quota_disabled,
+        "containers": a.containers.iter().map(|c| json!({
+            "name": c.name,
+            "cpuset": c.cpuset,
+            "cpuIsolation": format!("{:?}", c.cpu_isolation).to_lowercase(),
+            "cfsQuotaDisabled": c.cfs_quota_disabled,
+            "memory": c.memory,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// Admit `pod`: validate, run the managers, persist the new state, and
+/// (with a cgroup root) write cpusets. Returns the admission.
+pub fn admit(
+    policy: &PolicyRuntime,
+    pod: &Pod,
+    node: &NodeSettings,
+    topology: &NodeTopology,
+    state_dir: Option<&Path>,
+    cgroup_root: Option<&Path>,
+) -> Result<Admission> {
+    let errors = policy.validate_pod(pod, node)?;
+    if !errors.is_empty() {
+        bail!("the pod is invalid:\n{}", format_field_errors(&errors));
+    }
+    let qos = match policy.qos_class(pod, node)? {
+        Ok(q) => q,
+        Err(errors) => bail!("{}", format_field_errors(&errors)),
+    };
+    let state = start_state(policy, topology, node, state_dir)?;
+    let admission = match policy.admit(pod, topology, &state, node)? {
+        Ok(a) => a,
+        Err(errors) => bail!(
+            "the managers could not evaluate the pod:\n{}",
+            format_field_errors(&errors)
+        ),
+    };
+    if admission.rejection.is_some() {
+        return Ok(admission);
+    }
+    // Files first (validated, nothing written yet), then the checkpoint, then the writes.
+    let values = cpuset_values(&admission, pod, qos, node, topology)?;
+    if let Some(dir) = state_dir {
+        checkpoint::save(dir, &admission.state).context("saving the manager checkpoints")?;
+    }
+    if let Some(root) = cgroup_root {
+        let root = CgroupRoot::open(root).map_err(|e| anyhow!("{e}"))?;
+        let changes = cgroupfs::plan(&root, &values).map_err(|e| anyhow!("{e}"))?;
+        cgroupfs::apply(&changes).map_err(|e| anyhow!("{e}"))?;
+    }
+    Ok(admission)
+}
+
+/// Release one container (the pod's resources go with its last container)
+/// and persist the new state.
+pub fn release(
+    policy: &PolicyRuntime,
+    pod_uid: &str,
+    container: &str,
+    node: &NodeSettings,
+    topology: &NodeTopology,
+    state_dir: &Path,
+) -> Result<ManagerState> {
+    let state = start_state(policy, topology, node, Some(state_dir))?;
+    let state = match policy.release(pod_uid, container, topology, &state, node)? {
+        Ok(s) => s,
+        Err(errors) => bail!("{}", format_field_errors(&errors)),
+    };
+    checkpoint::save(state_dir, &state).context("saving the manager checkpoints")?;
+    Ok(state)
+}

@@ -1,0 +1,684 @@
+//! `podpolicy apply`: one shot of a node agent. Pods are validated,
+//! defaulted and evaluated through the component exactly as `explain` does
+//! ([`crate::explain_all`]); if the policy rejects any pod nothing is
+//! written. Otherwise the component's cgroup files (pods, containers and
+//! the node-level Memory QoS cgroups) and the `oom_score_adj` of given PIDs
+//! are checked for sanity, planned against what the tree holds
+//! ([`cgroupfs::plan`]) and written, or only printed with `--dry-run`.
+//!
+//! The host adds no value of its own: the sanity checks only refuse output
+//! that no kernel interface accepts or that contradicts itself (a file
+//! outside the allow-list, a non-numeric limit, memory.max below
+//! memory.min), so a broken policy module cannot write nonsense.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde::Serialize;
+
+use crate::bindings::{CgroupVersion, NodeSettings, QosClass};
+use crate::cgroupfs::{self, CgroupPath, CgroupRoot, CgroupValues, Change, Current, FileValue};
+use crate::output::{Explanation, Report};
+use crate::pod_input::PodDocument;
+use crate::runtime::PolicyRuntime;
+
+/// `--pid CONTAINER=PID`: a process of a container whose `oom_score_adj`
+/// is written. `CONTAINER` is a container name, `POD/CONTAINER` or
+/// `NAMESPACE/POD/CONTAINER`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PidAssignment {
+    /// The container as written.
+    pub container: String,
+    /// The process id.
+    pub pid: u32,
+}
+
+impl FromStr for PidAssignment {
+    type Err = String;
+
+    fn from_str(text: &str) -> std::result::Result<Self, Self::Err> {
+        let (container, pid) = text
+            .rsplit_once('=')
+            .ok_or_else(|| format!("`{text}` is not CONTAINER=PID"))?;
+        let pid: u32 = pid
+            .parse()
+            .ok()
+            .filter(|p| *p > 0 && *p <= i32::MAX as u32)
+            .ok_or_else(|| format!("`{pid}` is not a process id"))?;
+        if container.is_empty() || container.split('/').count() > 3 {
+            return Err(format!(
+                "`{container}` is not CONTAINER, POD/CONTAINER or NAMESPACE/POD/CONTAINER"
+            ));
+        }
+        Ok(PidAssignment {
+            container: container.to_string(),
+            pid,
+        })
+    }
+}
+
+/// What `apply` needs besides the pods and the node.
+#[derive(Clone, Debug)]
+pub struct ApplyOptions {
+    /// The cgroup v2 root (a cgroup2 mount, or a stand-in directory).
+    pub cgroup_root: PathBuf,
+    /// Where `<pid>/oom_score_adj` lives (`/proc` on a real node).
+    pub proc_root: PathBuf,
+    /// Plan and print only.
+    pub dry_run: bool,
+    /// Processes whose `oom_score_adj` is written.
+    pub pids: Vec<PidAssignment>,
+    /// The kubelet's `kubeReservedCgroup`, needed when the policy writes to it.
+    pub kube_reserved_cgroup: Option<String>,
+    /// The kubelet's `systemReservedCgroup`, needed when the policy writes to it.
+    pub system_reserved_cgroup: Option<String>,
+}
+
+/// The result of `apply`.
+#[derive(Debug)]
+pub enum ApplyOutcome {
+    /// The policy rejected at least one pod; nothing was planned or written.
+    Rejected(Report),
+    /// The plan, and what was applied.
+    Planned(ApplyReport),
+}
+
+/// One planned change, for output.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangeOut {
+    /// `mkdir` or `write`.
+    pub action: String,
+    /// Absolute path of the directory or file.
+    pub path: String,
+    /// The file's current text; `null` when it is absent (or for `mkdir`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old: Option<String>,
+    /// Why the current text could not be read, when it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old_error: Option<String>,
+    /// The text written (`write` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub new: Option<String>,
+}
+
+impl From<&Change> for ChangeOut {
+    fn from(change: &Change) -> Self {
+        match change {
+            Change::Mkdir { dir } => ChangeOut {
+                action: "mkdir".into(),
+                path: dir.display().to_string(),
+                old: None,
+                old_error: None,
+                new: None,
+            },
+            Change::Write { path, old, new, .. } => ChangeOut {
+                action: "write".into(),
+                path: path.display().to_string(),
+                old: match old {
+                    Current::Value(v) => Some(v.clone()),
+                    _ => None,
+                },
+                old_error: match old {
+                    Current::Unreadable(e) => Some(e.clone()),
+                    _ => None,
+                },
+                new: Some(new.clone()),
+            },
+        }
+    }
+}
+
+/// A cgroup `apply` manages and whose it is.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CgroupOut {
+    /// `namespace/pod`, `namespace/pod/container`, or `node/<cgroup>`.
+    pub owner: String,
+    /// Absolute directory.
+    pub path: String,
+}
+
+/// What `apply` planned and did.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyReport {
+    /// Whether this was a dry run (nothing written).
+    pub dry_run: bool,
+    /// The absolute cgroup root.
+    pub cgroup_root: String,
+    /// The cgroups the pods and the node use.
+    pub cgroups: Vec<CgroupOut>,
+    /// Every planned change, in write order.
+    pub changes: Vec<ChangeOut>,
+    /// How many leading changes were applied.
+    pub applied: usize,
+    /// The failure that stopped the writes, if one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Notes from the policy.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+impl ApplyReport {
+    /// A plain-text rendering: the diff, marked by what happened.
+    pub fn to_table(&self) -> String {
+        let mut out = String::new();
+        let total = self.changes.len();
+        let line = |c: &ChangeOut| match c.action.as_str() {
+            "mkdir" => format!("mkdir  {}", c.path),
+            _ => {
+                let old = match (&c.old, &c.old_error) {
+                    (Some(v), _) if v.is_empty() => "(empty)".to_string(),
+                    (Some(v), _) => v.escape_debug().to_string(),
+                    (None, Some(e)) => format!("(unreadable: {e})"),
+                    (None, None) => "(absent)".to_string(),
+                };
+                let new = c.new.as_deref().unwrap_or_default().escape_debug();
+                format!("write  {}  {old} -> {new}", c.path)
+            }
+        };
+        if total == 0 {
+            let _ = writeln!(
+                out,
+                "no changes: the cgroups under {} already hold every value",
+                self.cgroup_root
+            );
+        } else if self.dry_run {
+            let _ = writeln!(
+                out,
+                "dry run: {total} change(s) planned under {}, nothing written",
+                self.cgroup_root
+            );
+            for c in &self.changes {
+                let _ = writeln!(out, "  {}", line(c));
+            }
+        } else if let Some(error) = &self.error {
+            let _ = writeln!(
+                out,
+                "applied {} of {total} change(s), then failed:",
+                self.applied
+            );
+            for (i, c) in self.changes.iter().enumerate() {
+                let mark = match i.cmp(&self.applied) {
+                    std::cmp::Ordering::Less => "  ",
+                    std::cmp::Ordering::Equal => "! ",
+                    std::cmp::Ordering::Greater => "- ",
+                };
+                let _ = writeln!(out, "{mark}{}", line(c));
+            }
+            let _ = writeln!(out, "error: {error}");
+        } else {
+            let _ = writeln!(out, "applied {total} change(s) under {}", self.cgroup_root);
+            for c in &self.changes {
+                let _ = writeln!(out, "  {}", line(c));
+            }
+        }
+        for w in &self.warnings {
+            let _ = writeln!(out, "warning: {w}");
+        }
+        out
+    }
+}
+
+/// Interface files the component may ask for, and what their values look like.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Grammar {
+    /// A byte or count limit: a `u64` or `max`.
+    BytesOrMax,
+    /// `cpu.max`: `max|QUOTA [PERIOD]`.
+    CpuMax,
+    /// An integer in a range.
+    Range(i64, i64),
+    /// A `u64`.
+    Unsigned,
+    /// A CPU or node list: `0-3,8`.
+    List,
+    /// One of a few words.
+    Word(&'static [&'static str]),
+    /// Free text of printable ASCII (io.max, io.weight lines).
+    Text,
+}
+
+/// The allow-list: cgroup v2 interface files a policy may set. `cgroup.*`
+/// files are not among them; the host manages `cgroup.subtree_control`.
+fn grammar(file: &str) -> Option<Grammar> {
+    use Grammar::*;
+    let grammar = match file {
+        "memory.min" | "memory.low" | "memory.high" | "memory.max" | "memory.swap.high"
+        | "memory.swap.max" | "memory.zswap.max" | "pids.max" => BytesOrMax,
+        "cpu.max" => CpuMax,
+        "cpu.max.burst" => Unsigned,
+        "cpu.weight" => Range(1, 10_000),
+        "cpu.weight.nice" => Range(-20, 19),
+        "cpu.idle" | "memory.oom.group" | "memory.zswap.writeback" => Range(0, 1),
+        "cpuset.cpus" | "cpuset.mems" | "cpuset.cpus.exclusive" => List,
+        "cpuset.cpus.partition" => Word(&["member", "root", "isolated"]),
+        "io.weight" | "io.max" | "io.bfq.weight" => Text,
+        _ => {
+            let size = file
+                .strip_prefix("hugetlb.")
+                .and_then(|rest| {
+                    rest.strip_suffix(".rsvd.max")
+                        .or_else(|| rest.strip_suffix(".max"))
+                })
+                .and_then(|size| {
+                    size.strip_suffix("KB")
+                        .or_else(|| size.strip_suffix("MB"))
+                        .or_else(|| size.strip_suffix("GB"))
+                })?;
+            if size.is_empty() || !size.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            BytesOrMax
+        }
+    };
+    Some(grammar)
+}
+
+fn is_u64(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) && text.parse::<u64>().is_ok()
+}
+
+fn value_ok(grammar: Grammar, value: &str) -> bool {
+    match grammar {
+        Grammar::BytesOrMax => value == "max" || is_u64(value),
+        Grammar::CpuMax => {
+            let parts: Vec<&str> = value.split(' ').collect();
+            match parts.as_slice() {
+                [quota] => *quota == "max" || is_u64(quota),
+                [quota, period] => (*quota == "max" || is_u64(quota)) && is_u64(period),
+                _ => false,
+            }
+        }
+        Grammar::Range(low, high) => value
+            .parse::<i64>()
+            .is_ok_and(|v| (low..=high).contains(&v) && v.to_string() == value),
+        Grammar::Unsigned => is_u64(value),
+        Grammar::List => value.split(',').all(|part| match part.split_once('-') {
+            Some((a, b)) => is_u64(a) && is_u64(b) && a.parse::<u64>().ok() <= b.parse().ok(),
+            None => is_u64(part),
+        }),
+        Grammar::Word(words) => words.contains(&value),
+        Grammar::Text => {
+            !value.is_empty() && value.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
+        }
+    }
+}
+
+/// Check the component's files for one cgroup before anything is written:
+/// every file is on the allow-list, every value has its file's form and
+/// fits one write, no file appears twice, and memory.min / memory.low are
+/// not above memory.max (nor memory.min above memory.high). `owner` names
+/// the cgroup in errors.
+pub fn check_files(owner: &str, files: &[FileValue]) -> Result<()> {
+    let mut seen = BTreeMap::new();
+    for f in files {
+        let Some(grammar) = grammar(&f.file) else {
+            bail!(
+                "{owner}: the policy asks to write `{}`, which is not a cgroup v2 interface file podpolicy writes",
+                f.file.escape_debug()
+            );
+        };
+        if f.value.len() > 4096 || !value_ok(grammar, &f.value) {
+            bail!(
+                "{owner}: the policy's value for {} is malformed: `{}`",
+                f.file,
+                f.value.escape_debug()
+            );
+        }
+        if seen.insert(f.file.as_str(), f.value.as_str()).is_some() {
+            bail!("{owner}: the policy gives {} twice", f.file);
+        }
+    }
+    // `max` (or absent) is unlimited; values are u64 by now.
+    let bytes = |file: &str| seen.get(file).and_then(|v| v.parse::<u64>().ok());
+    for (low, high) in [
+        ("memory.min", "memory.max"),
+        ("memory.low", "memory.max"),
+        ("memory.min", "memory.high"),
+    ] {
+        if let (Some(l), Some(h)) = (bytes(low), bytes(high))
+            && h < l
+        {
+            bail!("{owner}: the policy sets {high} {h} below {low} {l}");
+        }
+    }
+    Ok(())
+}
+
+fn qos_from_name(name: Option<&str>) -> Option<QosClass> {
+    match name? {
+        "Guaranteed" => Some(QosClass::Guaranteed),
+        "Burstable" => Some(QosClass::Burstable),
+        "BestEffort" => Some(QosClass::BestEffort),
+        _ => None,
+    }
+}
+
+fn file_values(map: &BTreeMap<String, String>) -> Vec<FileValue> {
+    map.iter()
+        .map(|(file, value)| FileValue {
+            file: file.clone(),
+            value: value.clone(),
+        })
+        .collect()
+}
+
+/// The cgroups of one evaluated pod: the pod's, then each container's.
+struct PodCgroups {
+    pod: CgroupValues,
+    containers: Vec<(String, CgroupValues)>,
+}
+
+fn pod_cgroups(
+    doc: &PodDocument,
+    explanation: &Explanation,
+    node: &NodeSettings,
+) -> Result<PodCgroups> {
+    let qos = qos_from_name(explanation.qos_class.as_deref()).ok_or_else(|| {
+        anyhow!(
+            "the policy gave QoS class {:?}",
+            explanation.qos_class.as_deref().unwrap_or("(none)")
+        )
+    })?;
+    let pod_path = cgroupfs::pod(node.cgroup_driver, qos, &doc.pod.uid)?;
+    let pod = CgroupValues {
+        path: pod_path.clone(),
+        files: file_values(explanation.pod_cgroup.as_ref().unwrap_or(&BTreeMap::new())),
+    };
+    check_files(&format!("pod cgroup {pod_path}"), &pod.files)?;
+    // Field paths for the names: each container list is counted on its own.
+    let (mut n_init, mut n_regular, mut n_ephemeral) = (0, 0, 0);
+    let mut containers = Vec::new();
+    for c in &explanation.containers {
+        let counter = match c.kind.as_str() {
+            "init" | "sidecar" => ("initContainers", &mut n_init),
+            "ephemeral" => ("ephemeralContainers", &mut n_ephemeral),
+            _ => ("containers", &mut n_regular),
+        };
+        let field = format!("spec.{}[{}].name", counter.0, counter.1);
+        *counter.1 += 1;
+        let path = cgroupfs::container(&pod_path, &field, &c.name)?;
+        let values = CgroupValues {
+            path: path.clone(),
+            files: file_values(&c.cgroup),
+        };
+        check_files(&format!("container cgroup {path}"), &values.files)?;
+        containers.push((c.name.clone(), values));
+    }
+    Ok(PodCgroups { pod, containers })
+}
+
+fn node_cgroup(
+    name: &str,
+    node: &NodeSettings,
+    options: &ApplyOptions,
+) -> Result<Option<CgroupPath>> {
+    let reserved = |flag: &str, value: &Option<String>| -> Result<Option<CgroupPath>> {
+        match value {
+            Some(text) => Ok(Some(CgroupPath::parse(flag, text)?)),
+            None => bail!(
+                "the policy sets Memory QoS values on the {name} cgroup; give its path with {flag}"
+            ),
+        }
+    };
+    Ok(match name {
+        "kubepods" => Some(cgroupfs::kubepods(node.cgroup_driver)),
+        "burstable" => Some(cgroupfs::qos_tier(node.cgroup_driver, QosClass::Burstable)),
+        "besteffort" => Some(cgroupfs::qos_tier(node.cgroup_driver, QosClass::BestEffort)),
+        "kube-reserved" => reserved("--kube-reserved-cgroup", &options.kube_reserved_cgroup)?,
+        "system-reserved" => reserved("--system-reserved-cgroup", &options.system_reserved_cgroup)?,
+        _ => None,
+    })
+}
+
+/// Find the container a `--pid` names; returns (pod index, container index).
+fn find_container(assignment: &PidAssignment, pods: &[Explanation]) -> Result<(usize, usize)> {
+    let parts: Vec<&str> = assignment.container.split('/').collect();
+    let mut found = Vec::new();
+    for (pod_idx, pod) in pods.iter().enumerate() {
+        let (namespace, name) = pod.pod.split_once('/').unwrap_or(("", pod.pod.as_str()));
+        for (container_idx, c) in pod.containers.iter().enumerate() {
+            let matches = match parts.as_slice() {
+                [container] => c.name == *container,
+                [pod_name, container] => name == *pod_name && c.name == *container,
+                [ns, pod_name, container] => {
+                    namespace == *ns && name == *pod_name && c.name == *container
+                }
+                _ => false,
+            };
+            if matches {
+                found.push((pod_idx, container_idx));
+            }
+        }
+    }
+    match found.as_slice() {
+        [one] => Ok(*one),
+        [] => bail!(
+            "--pid {}={}: no container `{}` in the pods",
+            assignment.container,
+            assignment.pid,
+            assignment.container
+        ),
+        _ => bail!(
+            "--pid {}={}: `{}` names containers in several pods; write POD/CONTAINER or NAMESPACE/POD/CONTAINER",
+            assignment.container,
+            assignment.pid,
+            assignment.container
+        ),
+    }
+}
+
+/// Evaluate `docs` on `node` and make the cgroup tree match: the `apply`
+/// command. Errors (exit 2) leave the tree untouched, except a failed write,
+/// which is reported in [`ApplyReport::error`] with the applied prefix.
+pub fn apply_pods(
+    policy: &PolicyRuntime,
+    docs: &[PodDocument],
+    node: &NodeSettings,
+    options: &ApplyOptions,
+) -> Result<ApplyOutcome> {
+    if node.cgroup_version != CgroupVersion::V2 {
+        bail!("apply writes cgroup v2 only; the node settings say cgroupVersion v1");
+    }
+    if node.cgroups_per_qos == Some(false) {
+        bail!("apply needs cgroupsPerQOS (the kubelet creates no pod cgroups without it)");
+    }
+    let root = CgroupRoot::open(&options.cgroup_root)?;
+    let report = crate::explain_all(policy, docs, node)?;
+    if report.any_rejected() {
+        return Ok(ApplyOutcome::Rejected(report));
+    }
+
+    let mut desired = Vec::new();
+    let mut cgroups = Vec::new();
+    let mut uids = BTreeSet::new();
+    let mut warnings = Vec::new();
+    let owner_dir = |path: &CgroupPath| path.dir_in(root.dir()).display().to_string();
+    for (doc, explanation) in docs.iter().zip(&report.pods) {
+        if !uids.insert(doc.pod.uid.as_str()) {
+            bail!(
+                "{}: metadata.uid `{}` is used by another pod too",
+                doc.origin,
+                doc.pod.uid.escape_debug()
+            );
+        }
+        let pod = pod_cgroups(doc, explanation, node)
+            .with_context(|| format!("{} ({})", explanation.pod, doc.origin))?;
+        cgroups.push(CgroupOut {
+            owner: explanation.pod.clone(),
+            path: owner_dir(&pod.pod.path),
+        });
+        desired.push(pod.pod);
+        for (name, values) in pod.containers {
+            cgroups.push(CgroupOut {
+                owner: format!("{}/{name}", explanation.pod),
+                path: owner_dir(&values.path),
+            });
+            desired.push(values);
+        }
+        warnings.extend(
+            explanation
+                .warnings
+                .iter()
+                .map(|w| format!("{}: {w}", explanation.pod)),
+        );
+    }
+    for (name, files) in &report.node.memory_qos {
+        let Some(path) = node_cgroup(name, node, options)? else {
+            bail!("the policy names a node-level cgroup `{name}` that apply does not know");
+        };
+        let values = CgroupValues {
+            path,
+            files: file_values(files),
+        };
+        check_files(&format!("node cgroup {}", values.path), &values.files)?;
+        cgroups.push(CgroupOut {
+            owner: format!("node/{name}"),
+            path: owner_dir(&values.path),
+        });
+        desired.push(values);
+    }
+    warnings.extend(report.node.warnings.iter().cloned());
+
+    let mut changes = cgroupfs::plan(&root, &desired)?;
+    let mut pids = BTreeSet::new();
+    for assignment in &options.pids {
+        if !pids.insert(assignment.pid) {
+            bail!("--pid: process {} is given twice", assignment.pid);
+        }
+        let (pod_idx, container_idx) = find_container(assignment, &report.pods)?;
+        let value = report.pods[pod_idx].containers[container_idx].oom_score_adj;
+        if !(-1000..=1000).contains(&value) {
+            bail!(
+                "{}: the policy's oom_score_adj {value} is outside -1000..=1000",
+                assignment.container
+            );
+        }
+        changes.extend(cgroupfs::plan_oom_score_adj(
+            &options.proc_root,
+            assignment.pid,
+            value,
+        )?);
+    }
+
+    let (applied, error) = if options.dry_run {
+        (0, None)
+    } else {
+        match cgroupfs::apply(&changes) {
+            Ok(()) => (changes.len(), None),
+            Err(e) => (e.applied, Some(e.error.to_string())),
+        }
+    };
+    Ok(ApplyOutcome::Planned(ApplyReport {
+        dry_run: options.dry_run,
+        cgroup_root: root.dir().display().to_string(),
+        cgroups,
+        changes: changes.iter().map(ChangeOut::from).collect(),
+        applied,
+        error,
+        warnings,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(pairs: &[(&str, &str)]) -> Vec<FileValue> {
+        pairs
+            .iter()
+            .map(|(file, value)| FileValue {
+                file: file.to_string(),
+                value: value.to_string(),
+            })
+            .collect()
+    }
+
+    #[track_caller]
+    fn check(pairs: &[(&str, &str)], want: Result<(), &str>) {
+        let got = check_files("c", &files(pairs)).map_err(|e| e.to_string());
+        match (got, want) {
+            (Ok(()), Ok(())) => {}
+            (Err(got), Err(want)) => assert!(got.contains(want), "{got:?} lacks {want:?}"),
+            (got, want) => panic!("got {got:?}, want {want:?}"),
+        }
+    }
+
+    #[test]
+    fn sane_output_passes() {
+        check(
+            &[
+                ("cpu.weight", "157"),
+                ("cpu.max", "400000 100000"),
+                ("memory.max", "1073741824"),
+                ("memory.min", "134217728"),
+                ("memory.high", "966367641"),
+                ("memory.oom.group", "1"),
+                ("hugetlb.2MB.max", "0"),
+                ("hugetlb.1GB.rsvd.max", "max"),
+                ("cpuset.cpus", "0-3,8"),
+            ],
+            Ok(()),
+        );
+        check(&[("cpu.max", "max 100000"), ("memory.max", "max")], Ok(()));
+    }
+
+    #[test]
+    fn broken_output_is_refused() {
+        check(&[("memory.max", "1G")], Err("malformed"));
+        check(&[("memory.max", "-1")], Err("malformed"));
+        check(&[("memory.max", "1\n2")], Err("malformed"));
+        check(&[("cpu.max", "50000  100000")], Err("malformed"));
+        check(&[("cpu.weight", "0")], Err("malformed"));
+        check(&[("cpu.weight", "010")], Err("malformed"));
+        check(&[("cpuset.cpus", "3-1")], Err("malformed"));
+        check(
+            &[("cgroup.procs", "1")],
+            Err("not a cgroup v2 interface file"),
+        );
+        check(
+            &[("../../etc/passwd", "x")],
+            Err("not a cgroup v2 interface file"),
+        );
+        check(
+            &[("hugetlb.2XB.max", "0")],
+            Err("not a cgroup v2 interface file"),
+        );
+        check(
+            &[("memory.max", "100"), ("memory.min", "200")],
+            Err("memory.max 100 below memory.min 200"),
+        );
+        check(
+            &[("memory.high", "100"), ("memory.min", "200")],
+            Err("memory.high 100 below memory.min 200"),
+        );
+        check(&[("memory.max", "1"), ("memory.max", "1")], Err("twice"));
+    }
+
+    #[test]
+    fn pid_flags() {
+        assert_eq!(
+            "ide=42".parse::<PidAssignment>(),
+            Ok(PidAssignment {
+                container: "ide".into(),
+                pid: 42
+            })
+        );
+        assert!("dev/myide/ide=7".parse::<PidAssignment>().is_ok());
+        for bad in [
+            "ide",
+            "ide=0",
+            "ide=-3",
+            "=4",
+            "a/b/c/d=1",
+            "ide=99999999999",
+        ] {
+            assert!(bad.parse::<PidAssignment>().is_err(), "{bad}");
+        }
+    }
+}
