@@ -9,13 +9,12 @@
 # throttling and a pod-level OOM kill, and prints PASS/FAIL lines.
 #
 # Installs with apt-get what is missing (qemu-system-x86 from
-# bookworm-backports, busybox-static, jq); the kernel .deb is downloaded, not
-# installed, and cached with everything else under target/vm/.
+# bookworm-backports, busybox-static, jq); the kernel and qemu-user .debs are
+# downloaded, not installed, and what they give is cached under target/vm/.
 # Exits non-zero on any FAIL, on a guest that does not finish within
 # VM_TIMEOUT seconds (default 180), or on a setup error.
 # Environment: VM_TIMEOUT, VM_KERNEL_DEB (a linux-image-*-amd64 .deb to use),
-# VM_PODPOLICY (a podpolicy binary to test instead of the debug build; the
-# debug build compiles the component in the guest in about a minute of TCG).
+# VM_PODPOLICY (a podpolicy binary to test instead of the debug build).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -37,7 +36,7 @@ printf '%s\n' \
     'deb http://deb.debian.org/debian-security bookworm-security main' \
     'deb http://deb.debian.org/debian bookworm-backports main' > apt/sources.list
 APT=(-o Dir::Etc::sourcelist="$W/apt/sources.list" -o Dir::Etc::sourceparts=-
-     -o Dir::State::lists="$W/apt/lists")
+     -o Dir::State::lists="$W/apt/lists" -o APT::Sandbox::User=root)
 apt_updated=
 apt_update() {
     if [ -z "$apt_updated" ]; then
@@ -110,7 +109,7 @@ jq -r --arg uid "$uid" '
 jq -r '.pods[0].containers[] | "\(.name) \(.oomScoreAdj)"' explain.json > oom.txt
 [ -s expected.txt ] && [ -s oom.txt ] || { say "explain gave no values"; exit 2; }
 
-# --- 4. initramfs: busybox, podpolicy + its libraries, the test files.
+# --- 4. initramfs tree: busybox, podpolicy + its libraries, the test files.
 # Uncompressed: the kernel copies it faster than TCG could gunzip it.
 rm -rf rootfs && mkdir -p rootfs/{bin,sbin,proc,sys,dev,tmp,test}
 cp /bin/busybox rootfs/bin/busybox
@@ -121,14 +120,49 @@ for lib in $(ldd "$PP" | grep -oE '/[^ ]+'); do
     cp -L "$lib" "rootfs$lib"
 done
 cp "$HERE/pod.yaml" "$HERE/node.yaml" expected.txt oom.txt rootfs/test/
-(cd rootfs && find . | /bin/busybox cpio -o -H newc 2> /dev/null > ../initramfs.cpio)
 t_initramfs=$(elapsed "$t0")
 
-# --- 5. boot: console -> console.txt, results (guest ttyS1) -> results.txt.
+# --- 5. the component compiled for the guest's CPU. Compiling it in the guest
+# takes minutes of TCG. podpolicy caches compiled code under the module
+# digest and the engine's compatibility hash (which covers the CPU features
+# it detects), so qemu-user running the same binary on the same CPU model
+# (`-cpu max`) compiles an artifact the guest accepts. It is kept in
+# target/vm/cache until the component changes. Failing that, the guest compiles.
+t0=$(date +%s.%N)
+CPU=max
+digest=$("$PP" policy info -o json | jq -r .digest)
+mkdir -p cache rootfs/var/cache/podpolicy
+find cache -name '*.cwasm' ! -name "$digest-*" -delete
+if ! ls cache/"$digest"-*.cwasm > /dev/null 2>&1; then
+    QEMU_USER=$W/qemu-user/usr/bin/qemu-x86_64
+    if [ ! -x "$QEMU_USER" ]; then
+        apt_update
+        rm -f qemu-user_*.deb
+        apt-get "${APT[@]}" download -qq qemu-user/bookworm-backports 2> /dev/null || true
+        if ls qemu-user_*.deb > /dev/null 2>&1; then
+            mkdir -p qemu-user
+            dpkg-deb --fsys-tarfile qemu-user_*.deb | tar -x -C qemu-user ./usr/bin/qemu-x86_64
+            rm -f qemu-user_*.deb
+        fi
+    fi
+    if [ -x "$QEMU_USER" ]; then
+        say "compiling the component for the guest CPU under qemu-user"
+        timeout 900 "$QEMU_USER" -cpu $CPU rootfs/bin/podpolicy --cache-dir "$W/cache" \
+            --timeout-ms 600000 policy info > /dev/null ||
+            say "qemu-user compile failed; the guest compiles the component itself"
+    else
+        say "no qemu-user; the guest compiles the component itself"
+    fi
+fi
+cp cache/"$digest"-*.cwasm rootfs/var/cache/podpolicy/ 2> /dev/null || true
+t_precompile=$(elapsed "$t0")
+(cd rootfs && find . | /bin/busybox cpio -o -H newc 2> /dev/null > ../initramfs.cpio)
+
+# --- 6. boot: console -> console.txt, results (guest ttyS1) -> results.txt.
 t0=$(date +%s.%N)
 rm -f console.txt results.txt
 qemu_rc=0
-timeout "$TIMEOUT" qemu-system-x86_64 -accel tcg -m 512M -smp 2 -nographic -no-reboot \
+timeout "$TIMEOUT" qemu-system-x86_64 -accel tcg -cpu $CPU -m 512M -smp 2 -nographic -no-reboot \
     -kernel "$vmlinuz" -initrd initramfs.cpio \
     -append 'console=ttyS0 panic=-1 quiet' \
     -serial mon:stdio -serial file:results.txt < /dev/null > console.txt 2>&1 || qemu_rc=$?
@@ -136,7 +170,8 @@ t_boot=$(elapsed "$t0")
 
 cat results.txt 2> /dev/null || true
 echo "vm-test timing: packages=${t_packages}s kernel=${t_kernel}s build=${t_build}s" \
-    "initramfs=${t_initramfs}s boot+tests=${t_boot}s total=$(elapsed "$t_start")s" \
+    "initramfs=${t_initramfs}s precompile=${t_precompile}s boot+tests=${t_boot}s" \
+    "total=$(elapsed "$t_start")s" \
     "(kernel $kver, guest timeout ${TIMEOUT}s)"
 if [ "$qemu_rc" = 124 ]; then
     say "FAIL: the guest did not finish within ${TIMEOUT}s; console tail:"
