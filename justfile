@@ -20,13 +20,21 @@ bless:
 component:
     cargo run --locked -p podpolicy -- policy export policy.wasm
 
-# Fuzz targets: filled by issue 9 (fuzzing and differential testing).
-fuzz:
-    @echo "fuzz targets arrive with issue 9 (fuzz/ crate, cargo fuzz --sanitizer none)"; exit 1
+# Fuzz each target (quantity, evaluate_native, differential) for FUZZ_SECONDS
+# (default 60) on stable Rust: `--sanitizer none` needs no nightly. Seeds
+# come from fixtures/; findings land in fuzz/artifacts/<target>/.
+# Needs cargo-fuzz: `cargo install cargo-fuzz --locked`.
+fuzz seconds=env_var_or_default("FUZZ_SECONDS", "60"):
+    #!/usr/bin/env bash
+    set -euo pipefail
+    for target in quantity evaluate_native differential; do
+        cargo fuzz run --sanitizer none "$target" -- -max_total_time={{seconds}}
+    done
 
-# Benchmarks: filled by issue 9 (criterion suite, BENCHMARKS.md).
-bench:
-    @echo "the benchmark suite arrives with issue 9"; exit 1
+# Criterion benchmarks, native vs component (BENCHMARKS.md); arguments
+# filter benchmarks, e.g. `just bench evaluate`.
+bench *args:
+    cargo bench --locked -p podpolicy --bench policy -- {{args}}
 
 # Real-kernel cgroup v2 test: `podpolicy apply` in a qemu (TCG) VM; installs qemu with apt-get if missing.
 vm-test:

@@ -310,3 +310,63 @@ fn describe_failure(error: wasmtime::Error, context: &str) -> anyhow::Error {
         }
     }
 }
+
+// ---------------------------------------------------------------------------
+// A warm instance (benchmarks, batch callers)
+// ---------------------------------------------------------------------------
+
+/// One policy instance kept across calls, for callers that make many calls
+/// in a row and want to skip the per-call instantiation (benchmarks, batch
+/// jobs). Each call gets a full fuel budget and a fresh epoch deadline, but
+/// the instance's linear memory carries over from call to call, and after a
+/// trap the instance refuses every further call: make a new one then.
+/// [`PolicyRuntime::call`] (a fresh instance per call) stays the default.
+pub struct WarmPolicy<'a> {
+    runtime: &'a PolicyRuntime,
+    store: Store<CallState>,
+    policy: PodPolicy,
+}
+
+impl PolicyRuntime {
+    /// Instantiate the policy once for many calls (see [`WarmPolicy`]).
+    pub fn warm(&self) -> Result<WarmPolicy<'_>> {
+        let limits = StoreLimitsBuilder::new()
+            .memory_size(self.limits.memory_bytes)
+            .trap_on_grow_failure(true)
+            .build();
+        let mut store = Store::new(&self.engine, CallState { limits });
+        store.limiter(|state| &mut state.limits);
+        store
+            .set_fuel(self.limits.fuel)
+            .map_err(|e| anyhow!("setting the fuel budget: {e:#}"))?;
+        store.set_epoch_deadline(self.deadline_ticks());
+        let policy = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| describe_failure(e, "instantiating the policy"))?;
+        Ok(WarmPolicy {
+            runtime: self,
+            store,
+            policy,
+        })
+    }
+
+    fn deadline_ticks(&self) -> u64 {
+        (self.limits.deadline.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
+    }
+}
+
+impl WarmPolicy<'_> {
+    /// Run one call on the warm instance, with a full budget.
+    pub fn call<T>(
+        &mut self,
+        f: impl FnOnce(&PodPolicy, &mut Store<CallState>) -> wasmtime::Result<T>,
+    ) -> Result<T> {
+        let limits = self.runtime.limits;
+        self.store
+            .set_fuel(limits.fuel)
+            .map_err(|e| anyhow!("setting the fuel budget: {e:#}"))?;
+        self.store.set_epoch_deadline(self.runtime.deadline_ticks());
+        f(&self.policy, &mut self.store).map_err(|e| describe_failure(e, "the policy call failed"))
+    }
+}

@@ -1,0 +1,139 @@
+//! Seed corpora from the repository's fixtures: every pod in fixtures/pods
+//! on every node in fixtures/nodes (read with the host's `pod_input` and
+//! `node_input`), encoded as [`Case`]s, and every quantity string in them for
+//! the `quantity` target.
+//!
+//! Each fuzz target writes its seeds into `fuzz/corpus/<target>/seed-*`
+//! when it starts (libFuzzer reads the corpus after that), so `cargo fuzz
+//! run <target>` always starts from the current fixtures.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use podpolicy::bindings as host;
+use podpolicy::node_input::read_node;
+use podpolicy::pod_input::read_pods;
+
+use crate::{Case, render};
+
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("fuzz/ lives in the repository")
+        .to_path_buf()
+}
+
+fn yaml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    files
+}
+
+fn stem(path: &Path) -> String {
+    path.file_stem()
+        .expect("a file name")
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The fixture pods on the fixture nodes, named `seed-<pod>-<node>`.
+pub fn cases() -> Vec<(String, Case)> {
+    let root = repository();
+    let nodes: Vec<(String, host::NodeSettings)> = yaml_files(&root.join("fixtures/nodes"))
+        .iter()
+        .map(|p| (stem(p), read_node(p).unwrap_or_else(|e| panic!("{e:#}"))))
+        .collect();
+    let mut out = Vec::new();
+    for pod_file in yaml_files(&root.join("fixtures/pods")) {
+        for (i, doc) in read_pods(&pod_file)
+            .unwrap_or_else(|e| panic!("{e:#}"))
+            .into_iter()
+            .enumerate()
+        {
+            for (node_name, node) in &nodes {
+                let name = format!("seed-{}-{i}-{node_name}", stem(&pod_file));
+                out.push((name, Case::new(doc.pod.clone(), node.clone())));
+            }
+        }
+    }
+    out
+}
+
+/// Every quantity string of the fixtures, and a few spellings they lack.
+pub fn quantities() -> BTreeSet<String> {
+    let mut texts = BTreeSet::new();
+    let mut add = |list: &[host::ResourceQuantity]| {
+        texts.extend(list.iter().map(|q| q.quantity.clone()));
+    };
+    for (_, case) in cases() {
+        let spec = &case.pod.spec;
+        let requirements = spec
+            .containers
+            .iter()
+            .chain(&spec.init_containers)
+            .filter_map(|c| c.resources.as_ref())
+            .chain(spec.resources.as_ref());
+        for r in requirements {
+            add(r.requests.as_deref().unwrap_or_default());
+            add(r.limits.as_deref().unwrap_or_default());
+        }
+        add(&case.node.capacity);
+        add(&case.node.kube_reserved);
+        add(&case.node.system_reserved);
+    }
+    for extra in [
+        "0",
+        "1.5Gi",
+        "100m",
+        "12e6",
+        "5e-3",
+        "0.1n",
+        "-1",
+        "+2k",
+        "9223372036854775807",
+        "8Ei",
+        "1.0001",
+        "0.000000001",
+    ] {
+        texts.insert(extra.to_string());
+    }
+    texts
+}
+
+/// Write `bytes` unless the file already holds them (temp file + rename, so
+/// parallel fuzzer processes never see half a seed).
+fn write(dir: &Path, name: &str, bytes: &[u8]) {
+    let path = dir.join(name);
+    if std::fs::read(&path).is_ok_and(|old| old == bytes) {
+        return;
+    }
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let tmp = dir.join(format!(".{name}.{}", std::process::id()));
+    std::fs::write(&tmp, bytes).unwrap_or_else(|e| panic!("{}: {e}", tmp.display()));
+    std::fs::rename(&tmp, &path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+}
+
+/// Write the seeds of fuzz target `target` into `fuzz/corpus/<target>`.
+pub fn write_seed_corpus(target: &str) {
+    let dir = repository().join("fuzz/corpus").join(target);
+    if target == "quantity" {
+        for (i, text) in quantities().iter().enumerate() {
+            write(&dir, &format!("seed-{i:03}"), text.as_bytes());
+        }
+        return;
+    }
+    for (name, case) in cases() {
+        let bytes = case.to_bytes();
+        // The codec must give the fixture back, or the seed is not the fixture.
+        assert_eq!(
+            render(&Case::from_bytes(&bytes)),
+            render(&case),
+            "{name} does not survive the codec"
+        );
+        write(&dir, &name, &bytes);
+    }
+}
