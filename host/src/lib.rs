@@ -38,6 +38,7 @@ pub mod pod_input;
 pub mod resize_cmd;
 pub mod resize_exec;
 pub mod runtime;
+pub mod swap;
 pub mod sysfs;
 pub mod topology_input;
 
