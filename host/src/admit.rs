@@ -67,6 +67,25 @@ fn list_text(ids: &BTreeSet<u32>) -> String {
     ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
 }
 
+/// The CPUs of a cpuset list (`0-3,8`); `None` when malformed or absurdly large.
+pub fn parse_cpu_list(text: &str) -> Option<BTreeSet<u32>> {
+    let mut cpus = BTreeSet::new();
+    for part in text.trim().split(',') {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a.parse::<u32>().ok()?, b.parse::<u32>().ok()?),
+            None => {
+                let a = part.parse::<u32>().ok()?;
+                (a, a)
+            }
+        };
+        if a > b || b - a > 65_536 {
+            return None;
+        }
+        cpus.extend(a..=b);
+    }
+    Some(cpus)
+}
+
 /// The cgroup files an admission implies, for the pod and each container.
 pub fn cpuset_values(
     admission: &Admission,
@@ -80,10 +99,22 @@ pub fn cpuset_values(
     let all_nodes: BTreeSet<u32> = topology.numa_nodes.iter().map(|n| n.id).collect();
     let period = node.cpu_cfs_quota_period_us.unwrap_or(100_000);
     let a = &admission.assignment;
+    let all_cpus: BTreeSet<u32> = topology.cpus.iter().map(|c| c.id).collect();
     let nonempty = |owner: &str, set: &str| -> Result<String> {
         if set.trim().is_empty() {
             bail!(
                 "the policy assigned an empty cpuset to {owner}; refusing to write it (no cgroup was changed)"
+            );
+        }
+        let cpus = parse_cpu_list(set).ok_or_else(|| {
+            anyhow!(
+                "the policy assigned {owner} the malformed cpuset `{}`",
+                set.escape_debug()
+            )
+        })?;
+        if let Some(cpu) = cpus.iter().find(|c| !all_cpus.contains(c)) {
+            bail!(
+                "the policy assigned {owner} CPU {cpu}, which this node does not have (cpuset `{set}`); no cgroup was changed"
             );
         }
         Ok(set.to_string())

@@ -368,6 +368,17 @@ fn file_values(map: &BTreeMap<String, String>) -> Vec<FileValue> {
         .collect()
 }
 
+/// Check the component's answer for one admitted pod before anything is
+/// written: a QoS class, one result per container of the pod (each name
+/// once, none invented), safe cgroup names and sane files.
+pub fn check_pod_output(
+    doc: &PodDocument,
+    explanation: &Explanation,
+    node: &NodeSettings,
+) -> Result<()> {
+    pod_cgroups(doc, explanation, node).map(|_| ())
+}
+
 /// The cgroups of one evaluated pod: the pod's, then each container's.
 struct PodCgroups {
     pod: CgroupValues,
@@ -391,6 +402,26 @@ fn pod_cgroups(
         files: file_values(explanation.pod_cgroup.as_ref().unwrap_or(&BTreeMap::new())),
     };
     check_files(&format!("pod cgroup {pod_path}"), &pod.files)?;
+    let spec = &doc.pod.spec;
+    let expected: BTreeSet<&str> = spec
+        .containers
+        .iter()
+        .chain(&spec.init_containers)
+        .chain(&spec.ephemeral_containers)
+        .map(|c| c.name.as_str())
+        .collect();
+    let answered: BTreeSet<&str> = explanation
+        .containers
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    if answered.len() != explanation.containers.len() || answered != expected {
+        bail!(
+            "the policy answered for containers [{}], the pod has [{}]",
+            answered.into_iter().collect::<Vec<_>>().join(", "),
+            expected.into_iter().collect::<Vec<_>>().join(", ")
+        );
+    }
     // Field paths for the names: each container list is counted on its own.
     let (mut n_init, mut n_regular, mut n_ephemeral) = (0, 0, 0);
     let mut containers = Vec::new();
@@ -488,12 +519,48 @@ pub fn apply_pods(
     if node.cgroups_per_qos == Some(false) {
         bail!("apply needs cgroupsPerQOS (the kubelet creates no pod cgroups without it)");
     }
-    let root = CgroupRoot::open(&options.cgroup_root)?;
     let report = crate::explain_all(policy, docs, node)?;
     if report.any_rejected() {
         return Ok(ApplyOutcome::Rejected(report));
     }
+    apply_explained(docs, &report, node, options, &[]).map(ApplyOutcome::Planned)
+}
 
+/// Put `extra` files (e.g. the resource managers' cpusets) over the
+/// policy's: a file given in both takes the extra value.
+fn merge_extra(desired: &mut Vec<CgroupValues>, extra: &[CgroupValues]) {
+    for values in extra {
+        match desired.iter_mut().find(|d| d.path == values.path) {
+            Some(target) => {
+                for file in &values.files {
+                    match target.files.iter_mut().find(|f| f.file == file.file) {
+                        Some(existing) => existing.value = file.value.clone(),
+                        None => target.files.push(file.clone()),
+                    }
+                }
+            }
+            None => desired.push(values.clone()),
+        }
+    }
+}
+
+/// Make the cgroup tree match an already explained set of pods (every pod
+/// in `report` admitted, in the order of `docs`), with `extra` files over
+/// the policy's (see [`merge_extra`]): what `apply` and the agent share.
+pub fn apply_explained(
+    docs: &[PodDocument],
+    report: &Report,
+    node: &NodeSettings,
+    options: &ApplyOptions,
+    extra: &[CgroupValues],
+) -> Result<ApplyReport> {
+    if node.cgroup_version != CgroupVersion::V2 {
+        bail!("apply writes cgroup v2 only; the node settings say cgroupVersion v1");
+    }
+    let root = CgroupRoot::open(&options.cgroup_root)?;
+    if report.any_rejected() {
+        bail!("internal: apply_explained was given a rejected pod");
+    }
     let mut desired = Vec::new();
     let mut cgroups = Vec::new();
     let mut uids = BTreeSet::new();
@@ -545,6 +612,10 @@ pub fn apply_pods(
     }
     warnings.extend(report.node.warnings.iter().cloned());
 
+    for values in extra {
+        check_files(&format!("cgroup {}", values.path), &values.files)?;
+    }
+    merge_extra(&mut desired, extra);
     let mut changes = cgroupfs::plan(&root, &desired)?;
     let mut pids = BTreeSet::new();
     for assignment in &options.pids {
@@ -574,7 +645,7 @@ pub fn apply_pods(
             Err(e) => (e.applied, Some(e.error.to_string())),
         }
     };
-    Ok(ApplyOutcome::Planned(ApplyReport {
+    Ok(ApplyReport {
         dry_run: options.dry_run,
         cgroup_root: root.dir().display().to_string(),
         cgroups,
@@ -582,7 +653,7 @@ pub fn apply_pods(
         applied,
         error,
         warnings,
-    }))
+    })
 }
 
 #[cfg(test)]

@@ -93,6 +93,14 @@ pub enum CgroupError {
         /// The file that was looked for.
         path: PathBuf,
     },
+    /// Removing a cgroup (or a stand-in file in it) failed.
+    #[error("removing {}: {source}", path.display())]
+    Remove {
+        /// The directory or file.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
     /// Creating a cgroup directory failed.
     #[error("creating {}: {source}", path.display())]
     Mkdir {
@@ -863,5 +871,76 @@ mod tests {
         assert!(!lower("cpu.weight", "100", "10"));
         assert!(lower("hugetlb.2MB.max", "4194304", "0"));
         assert!(!is_lowering("memory.max", &Current::Absent, "100"));
+    }
+}
+
+/// What [`remove`] did with a cgroup.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Removal {
+    /// The cgroup (and any child cgroups) is gone, or was never there.
+    Removed,
+    /// Processes still run in it (or in a child); nothing was removed there.
+    Busy {
+        /// The cgroup directory holding processes.
+        dir: PathBuf,
+    },
+}
+
+/// Whether a cgroup directory has processes: a non-empty `cgroup.procs`.
+fn has_processes(dir: &Path) -> bool {
+    match read_current(&dir.join("cgroup.procs")) {
+        Current::Value(text) => !text.trim().is_empty(),
+        _ => false,
+    }
+}
+
+/// Remove the cgroup `path` below `root` and its child cgroups, children
+/// first, once no process runs in them. On a cgroup2 mount a cgroup is one
+/// `rmdir` (the kernel's interface files go with it); in a stand-in
+/// directory the files written there are removed first. Symlinks are never
+/// followed.
+pub fn remove(root: &CgroupRoot, path: &CgroupPath) -> Result<Removal, CgroupError> {
+    let dir = path.dir_in(root.dir());
+    if !existing_dir(&dir)? {
+        return Ok(Removal::Removed);
+    }
+    remove_dir_tree(root.kind(), &dir)
+}
+
+fn remove_dir_tree(kind: RootKind, dir: &Path) -> Result<Removal, CgroupError> {
+    let fail = |source: io::Error| CgroupError::Remove {
+        path: dir.to_path_buf(),
+        source,
+    };
+    if has_processes(dir) {
+        return Ok(Removal::Busy {
+            dir: dir.to_path_buf(),
+        });
+    }
+    let mut files = Vec::new();
+    for entry in fs::read_dir(dir).map_err(fail)? {
+        let entry = entry.map_err(fail)?;
+        let file_type = entry.file_type().map_err(fail)?;
+        if file_type.is_dir() {
+            if let Removal::Busy { dir } = remove_dir_tree(kind, &entry.path())? {
+                return Ok(Removal::Busy { dir });
+            }
+        } else {
+            files.push(entry.path());
+        }
+    }
+    if kind == RootKind::Directory {
+        for file in files {
+            fs::remove_file(&file).map_err(|source| CgroupError::Remove { path: file, source })?;
+        }
+    }
+    match fs::remove_dir(dir) {
+        Ok(()) => Ok(Removal::Removed),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Removal::Removed),
+        // The kernel refuses with EBUSY while a process is (still) inside.
+        Err(e) if e.raw_os_error() == Some(nix::libc::EBUSY) => Ok(Removal::Busy {
+            dir: dir.to_path_buf(),
+        }),
+        Err(e) => Err(fail(e)),
     }
 }

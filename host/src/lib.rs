@@ -28,13 +28,16 @@ pub mod bindings {
 }
 
 pub mod admit;
+pub mod agent;
 pub mod apply;
 pub mod cgroupfs;
 pub mod checkpoint;
 pub mod conformance;
+pub mod metrics;
 pub mod node_input;
 pub mod output;
 pub mod pod_input;
+pub mod policy_dir;
 pub mod resize_cmd;
 pub mod resize_exec;
 pub mod runtime;

@@ -164,6 +164,48 @@ enum Command {
         #[arg(long)]
         state: PathBuf,
     },
+    /// Run as the node agent: watch a directory of pod manifests and keep
+    /// the cgroup tree, the resource managers' state and the serving policy
+    /// version (hot swapped from --policy-dir) in line with it, until SIGTERM.
+    Agent {
+        /// Directory of pod manifests (`*.yaml`, `*.yml`, `*.json`), watched for changes.
+        #[arg(long, value_name = "DIR")]
+        pods_dir: PathBuf,
+        /// Node settings file; without it, this machine is described.
+        #[arg(long)]
+        node: Option<PathBuf>,
+        /// The cgroup v2 root (a cgroup2 mount, or a plain directory standing in for one).
+        #[arg(long, value_name = "DIR", default_value = "/sys/fs/cgroup")]
+        cgroup_root: PathBuf,
+        /// Where `<pid>/oom_score_adj` lives.
+        #[arg(long, value_name = "DIR", default_value = "/proc")]
+        proc_root: PathBuf,
+        /// Manager checkpoints and the agent's own state (crash-safe files).
+        #[arg(long, value_name = "DIR", default_value = "/var/lib/podpolicy/state")]
+        state_dir: PathBuf,
+        /// Directory of policy versions to hot swap (`podpolicy policy activate|rollback`).
+        #[arg(long, value_name = "DIR")]
+        policy_dir: Option<PathBuf>,
+        /// Root of the sysfs tree to read the topology from (static managers).
+        #[arg(long, default_value = "/")]
+        sysfs: PathBuf,
+        /// Reconcile at least this often, in milliseconds.
+        #[arg(long, default_value_t = 10_000)]
+        resync_ms: u64,
+        /// Prometheus endpoint (`/metrics`, `/healthz`); `off` disables it.
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
+        metrics_addr: String,
+        /// The kubelet's kubeReservedCgroup (below the root), when the policy writes to it.
+        #[arg(long, value_name = "CGROUP")]
+        kube_reserved_cgroup: Option<String>,
+        /// The kubelet's systemReservedCgroup (below the root), when the policy writes to it.
+        #[arg(long, value_name = "CGROUP")]
+        system_reserved_cgroup: Option<String>,
+        /// Reconcile once, print the report as JSON and exit (0, or 1 when a
+        /// pod was rejected or could not be evaluated).
+        #[arg(long)]
+        once: bool,
+    },
     /// Run conformance vector files through the component.
     Conformance {
         /// Vector files.
@@ -185,6 +227,28 @@ enum PolicyCommand {
         /// Where to write the `.wasm` component.
         path: PathBuf,
     },
+    /// Hand a policy version to the agent serving from --policy-dir: it is
+    /// compiled and self-checked here, then copied there; the agent swaps it
+    /// in after a shadow evaluation of the node's pods (see `policy status`).
+    Activate {
+        /// The candidate `.wasm` component.
+        file: PathBuf,
+        /// The agent's policy directory.
+        #[arg(long, value_name = "DIR")]
+        policy_dir: PathBuf,
+    },
+    /// Ask the agent serving from --policy-dir to return to the version it served before.
+    Rollback {
+        /// The agent's policy directory.
+        #[arg(long, value_name = "DIR")]
+        policy_dir: PathBuf,
+    },
+    /// The policy directory's state: active version, history, verdicts.
+    Status {
+        /// The policy directory.
+        #[arg(long, value_name = "DIR")]
+        policy_dir: PathBuf,
+    },
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -199,6 +263,7 @@ fn main() -> ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("PODPOLICY_LOG"))
         .with_writer(std::io::stderr)
         .init();
+    START.get_or_init(std::time::Instant::now);
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
@@ -213,17 +278,24 @@ fn main() -> ExitCode {
     }
 }
 
-fn load_policy(cli: &Cli) -> Result<PolicyRuntime> {
-    let cache = match (&cli.cache_dir, cli.no_cache) {
+fn cache(cli: &Cli) -> Cache {
+    match (&cli.cache_dir, cli.no_cache) {
         (_, true) => Cache::Off,
         (Some(dir), false) => Cache::Dir(dir.clone()),
         (None, false) => Cache::default_location(),
-    };
-    let limits = Limits {
+    }
+}
+
+fn limits(cli: &Cli) -> Limits {
+    Limits {
         fuel: cli.fuel,
         deadline: Duration::from_millis(cli.timeout_ms.max(1)),
         memory_bytes: usize::try_from(cli.memory_mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
-    };
+    }
+}
+
+fn load_policy(cli: &Cli) -> Result<PolicyRuntime> {
+    let (cache, limits) = (cache(cli), limits(cli));
     match &cli.policy {
         Some(path) => PolicyRuntime::from_file(path, &cache, limits),
         None => PolicyRuntime::embedded(&cache, limits).context("loading the embedded policy"),
@@ -312,6 +384,84 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 policy.digest()
             );
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Policy {
+            command: PolicyCommand::Activate { file, policy_dir },
+        } => {
+            let bytes =
+                std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+            let candidate = PolicyRuntime::from_bytes(&bytes, &cache(&cli), limits(&cli))
+                .with_context(|| format!("loading candidate {}", file.display()))?;
+            podpolicy::policy_dir::self_check(&candidate)
+                .with_context(|| format!("{} fails the built-in self-check", file.display()))?;
+            let dir = podpolicy::policy_dir::PolicyDir::open(policy_dir)?;
+            let path = dir.submit(&bytes)?;
+            eprintln!(
+                "{} (policy {}, sha256:{}) passed the self-check and is queued as {}; the agent swaps it in after a shadow evaluation (`podpolicy policy status --policy-dir {}`)",
+                file.display(),
+                candidate.info().policy_version,
+                candidate.digest(),
+                path.display(),
+                policy_dir.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Policy {
+            command: PolicyCommand::Rollback { policy_dir },
+        } => {
+            let dir = podpolicy::policy_dir::PolicyDir::open(policy_dir)?;
+            if dir.state()?.history.is_empty() {
+                anyhow::bail!(
+                    "{}: no earlier policy version to roll back to",
+                    policy_dir.display()
+                );
+            }
+            dir.request_rollback()?;
+            eprintln!("rollback requested in {}", policy_dir.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Policy {
+            command: PolicyCommand::Status { policy_dir },
+        } => {
+            let dir = podpolicy::policy_dir::PolicyDir::open(policy_dir)?;
+            let state = dir.state()?;
+            print(Format::Json, String::new, &state)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Agent {
+            pods_dir,
+            node,
+            cgroup_root,
+            proc_root,
+            state_dir,
+            policy_dir,
+            sysfs,
+            resync_ms,
+            metrics_addr,
+            kube_reserved_cgroup,
+            system_reserved_cgroup,
+            once,
+        } => {
+            let node = read_node(&policy, node.as_deref())?;
+            let options = podpolicy::agent::AgentOptions {
+                pods_dir: pods_dir.clone(),
+                node,
+                apply: apply::ApplyOptions {
+                    cgroup_root: cgroup_root.clone(),
+                    proc_root: proc_root.clone(),
+                    dry_run: false,
+                    pids: Vec::new(),
+                    kube_reserved_cgroup: kube_reserved_cgroup.clone(),
+                    system_reserved_cgroup: system_reserved_cgroup.clone(),
+                },
+                state_dir: state_dir.clone(),
+                policy_dir: policy_dir.clone(),
+                sysfs_root: sysfs.clone(),
+                resync: Duration::from_millis((*resync_ms).max(10)),
+                cache: cache(&cli),
+                limits: limits(&cli),
+            };
+            run_agent(options, policy, metrics_addr, *once)
         }
         Command::Explain { pods, node, output } => {
             let node = read_node(&policy, node.as_deref())?;
@@ -480,3 +630,65 @@ fn parse_resource_list(text: &str) -> Result<Vec<podpolicy::bindings::ResourceQu
         })
         .collect()
 }
+
+/// Set by SIGTERM / SIGINT.
+static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn run_agent(
+    options: podpolicy::agent::AgentOptions,
+    policy: PolicyRuntime,
+    metrics_addr: &str,
+    once: bool,
+) -> Result<ExitCode> {
+    let started = *START.get_or_init(std::time::Instant::now);
+    let metrics = std::sync::Arc::new(podpolicy::metrics::Metrics::new());
+    let slot = std::sync::Arc::new(podpolicy::swap::PolicySlot::new(policy));
+    let mut agent = podpolicy::agent::Agent::start(options, slot, metrics.clone(), started)?;
+    if once {
+        agent.poll_policy_dir()?;
+        let report = agent.reconcile()?;
+        print(Format::Json, String::new, &report)?;
+        return Ok(if report.errors.is_empty() && report.rejected.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
+    }
+    if metrics_addr != "off" {
+        let addr: std::net::SocketAddr = metrics_addr
+            .parse()
+            .with_context(|| format!("--metrics-addr `{metrics_addr}` is not HOST:PORT"))?;
+        let bound = podpolicy::metrics::serve(addr, metrics)?;
+        tracing::info!(%bound, "metrics endpoint listening");
+    }
+    let (wake, woken) = std::sync::mpsc::channel();
+    let signals = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the signal runtime")?;
+    std::thread::Builder::new()
+        .name("podpolicy-signals".into())
+        .spawn(move || {
+            signals.block_on(async {
+                use tokio::signal::unix::{SignalKind, signal};
+                let (Ok(mut term), Ok(mut int)) = (
+                    signal(SignalKind::terminate()),
+                    signal(SignalKind::interrupt()),
+                ) else {
+                    return;
+                };
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+                STOP.store(true, std::sync::atomic::Ordering::SeqCst);
+                let _ = wake.send(());
+            });
+        })
+        .context("starting the signal thread")?;
+    agent.run(&STOP, woken)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// When the process started (for the agent's time to first decision).
+static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();

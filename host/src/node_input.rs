@@ -230,7 +230,13 @@ impl NodeFile {
 /// Read a node file.
 pub fn read_node(path: &Path) -> Result<wit::NodeSettings> {
     let (origin, text) = read_input(path)?;
-    let docs = parse_documents(&origin, &text)?;
+    parse_node(&origin, &text)
+}
+
+/// Parse a node document; `origin` names it in errors.
+pub fn parse_node(origin: &str, text: &str) -> Result<wit::NodeSettings> {
+    let origin = origin.to_string();
+    let docs = parse_documents(&origin, text)?;
     let [doc] = docs.as_slice() else {
         bail!(
             "{origin}: expected exactly one node document, found {}",

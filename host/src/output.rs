@@ -378,3 +378,18 @@ impl Explanation {
         out
     }
 }
+
+/// The QoS class an explanation names (an error when the policy gave none
+/// or an unknown one).
+pub fn qos_from_explanation(e: &Explanation) -> anyhow::Result<QosClass> {
+    match e.qos_class.as_deref() {
+        Some("Guaranteed") => Ok(QosClass::Guaranteed),
+        Some("Burstable") => Ok(QosClass::Burstable),
+        Some("BestEffort") => Ok(QosClass::BestEffort),
+        other => anyhow::bail!(
+            "{}: the policy gave QoS class {:?}",
+            e.pod,
+            other.unwrap_or("(none)")
+        ),
+    }
+}

@@ -15,7 +15,7 @@ use crate::bindings as wit;
 pub const MAX_INPUT_BYTES: usize = 32 << 20;
 
 /// A pod read from input, with where it came from.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct PodDocument {
     /// `file`, `file#2` (second YAML document) or `file#items[3]`.
     pub origin: String,
@@ -92,7 +92,14 @@ fn display_path(path: &serde_path_to_error::Path) -> String {
 /// Read every pod in `path`.
 pub fn read_pods(path: &Path) -> Result<Vec<PodDocument>> {
     let (origin, text) = read_input(path)?;
-    let docs = parse_documents(&origin, &text)?;
+    parse_pods(&origin, &text)
+}
+
+/// Parse every pod in `text` (a Pod, a List, or several YAML documents);
+/// `origin` names the source in errors and in [`PodDocument::origin`].
+pub fn parse_pods(origin: &str, text: &str) -> Result<Vec<PodDocument>> {
+    let origin = origin.to_string();
+    let docs = parse_documents(&origin, text)?;
     let multiple = docs.len() > 1;
     let mut pods = Vec::new();
     for (i, doc) in docs.into_iter().enumerate() {

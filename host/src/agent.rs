@@ -1,0 +1,826 @@
+//! `podpolicy agent`: the long-running node agent.
+//!
+//! It watches a directory of pod manifests and reconciles the cgroup tree
+//! with them: every pod is validated, defaulted and evaluated through the
+//! serving policy (one pod's failure never blocks the others), admitted by
+//! the resource managers when a static CPU or memory manager is configured,
+//! and its files are planned and written by [`crate::apply`]. A pod whose
+//! manifest disappears has its manager state released and its cgroups
+//! removed once no process runs in them. Policy versions come and go
+//! through [`crate::policy_dir`] without a restart.
+//!
+//! State that must survive a restart lives in `--state-dir`: the managers'
+//! checkpoints ([`crate::checkpoint`]) and `agent_state.json` (the pods this
+//! agent applied, so it only ever removes cgroups it created). Every file is
+//! written atomically.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow};
+use serde::{Deserialize, Serialize};
+
+use crate::apply::{ApplyOptions, apply_explained};
+use crate::bindings::{Admission, CpuIsolation, ManagerState, NodeSettings, NodeTopology, Pod};
+use crate::cgroupfs::{self, CgroupPath, CgroupRoot, CgroupValues, Removal};
+use crate::metrics::{AllocationLabels, AssignmentLabels, CgroupLabels, Metrics, ResourceLabels};
+use crate::output::{Explanation, Report};
+use crate::pod_input::PodDocument;
+use crate::policy_dir::{PolicyDirServer, ShadowReport};
+use crate::runtime::{Cache, Limits, PolicyRuntime};
+use crate::swap::{PolicySlot, short};
+use crate::{checkpoint, format_field_errors};
+
+/// Everything the agent is configured with.
+#[derive(Clone, Debug)]
+pub struct AgentOptions {
+    /// The directory of pod manifests (`*.yaml`, `*.yml`, `*.json`).
+    pub pods_dir: PathBuf,
+    /// The node's settings.
+    pub node: NodeSettings,
+    /// Where and how to write (its `pids` and `dry_run` are not used).
+    pub apply: ApplyOptions,
+    /// Checkpoints and `agent_state.json`.
+    pub state_dir: PathBuf,
+    /// Policy versions to hot swap (see [`crate::policy_dir`]).
+    pub policy_dir: Option<PathBuf>,
+    /// The sysfs root the topology is read from (static managers only).
+    pub sysfs_root: PathBuf,
+    /// Reconcile at least this often, changes or not.
+    pub resync: Duration,
+    /// Compiled-policy cache.
+    pub cache: Cache,
+    /// Sandbox limits per call.
+    pub limits: Limits,
+}
+
+/// One pod this agent applied, as persisted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedPod {
+    /// `namespace/name`.
+    pub pod: String,
+    /// Its cgroups, as paths below the root, pod cgroup first.
+    pub cgroups: Vec<String>,
+    /// Its containers (released one by one from the managers).
+    pub containers: Vec<String>,
+    /// Whether the resource managers hold state for it.
+    pub managed: bool,
+}
+
+/// `agent_state.json`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentState {
+    /// Applied pods by UID.
+    pub pods: BTreeMap<String, AppliedPod>,
+}
+
+/// What one reconcile pass did (also written to `agent_status.json`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReconcileReport {
+    /// Digest of the policy that decided.
+    pub policy_digest: String,
+    /// Its version string.
+    pub policy_version: String,
+    /// Whether its compiled code came from the on-disk cache.
+    pub policy_from_cache: bool,
+    /// Pods in the manifests.
+    pub pods: usize,
+    /// Pods whose cgroups match the policy's answer.
+    pub applied: Vec<String>,
+    /// Pods the policy or the managers rejected, with why.
+    pub rejected: Vec<String>,
+    /// Pods or files that could not be evaluated (bad manifest, failed
+    /// policy call, failed sanity check), with why: nothing was written for them.
+    pub errors: Vec<String>,
+    /// Files written in this pass.
+    pub writes: usize,
+    /// Pods removed (cgroups gone, manager state released).
+    pub removed: Vec<String>,
+    /// Pods gone from the manifests whose cgroups still hold processes.
+    pub removal_pending: Vec<String>,
+    /// Milliseconds from agent start to the end of its first pass.
+    pub first_decision_ms: Option<u64>,
+}
+
+/// The resource managers' side, when a static policy is configured.
+struct Managers {
+    topology: NodeTopology,
+    state: ManagerState,
+    admissions: BTreeMap<String, Admission>,
+}
+
+/// The node agent.
+pub struct Agent {
+    options: AgentOptions,
+    slot: Arc<PolicySlot>,
+    policy_dir: Option<PolicyDirServer>,
+    metrics: Arc<Metrics>,
+    state: AgentState,
+    /// The last manifests of each file that parsed (a file caught half
+    /// written keeps its previous pods instead of looking deleted).
+    last_good: BTreeMap<PathBuf, Vec<PodDocument>>,
+    managers: Option<Managers>,
+    started: Instant,
+    first_decision: Option<Duration>,
+}
+
+fn managers_enabled(node: &NodeSettings) -> bool {
+    node.cpu_manager_policy.as_deref() == Some("static")
+        || node
+            .memory_manager_policy
+            .as_deref()
+            .is_some_and(|p| p.eq_ignore_ascii_case("static"))
+}
+
+fn pod_name(pod: &Pod) -> String {
+    if pod.namespace.is_empty() {
+        pod.name.clone()
+    } else {
+        format!("{}/{}", pod.namespace, pod.name)
+    }
+}
+
+impl Agent {
+    /// Start: load the serving policy (from `slot`), restore the policy
+    /// directory's active version, the agent state and the checkpoints.
+    /// `started` is when the process started (for the time to first decision).
+    pub fn start(
+        options: AgentOptions,
+        slot: Arc<PolicySlot>,
+        metrics: Arc<Metrics>,
+        started: Instant,
+    ) -> Result<Agent> {
+        std::fs::create_dir_all(&options.state_dir)
+            .with_context(|| format!("creating {}", options.state_dir.display()))?;
+        let policy_dir = match &options.policy_dir {
+            Some(dir) => Some(PolicyDirServer::start(
+                dir,
+                &slot,
+                options.cache.clone(),
+                options.limits,
+            )?),
+            None => None,
+        };
+        let policy = slot.current();
+        metrics.set_policy(&policy.info().policy_version, policy.digest());
+        let state = read_agent_state(&options.state_dir)?;
+        let managers = if managers_enabled(&options.node) {
+            let topology = crate::topology_input::read_node_topology(&options.sysfs_root)?;
+            let state = crate::admit::start_state(
+                &policy,
+                &topology,
+                &options.node,
+                Some(&options.state_dir),
+            )?;
+            Some(Managers {
+                topology,
+                state,
+                admissions: BTreeMap::new(),
+            })
+        } else {
+            None
+        };
+        for warning in node_warnings(&policy, &options.node) {
+            tracing::warn!("{warning}");
+        }
+        Ok(Agent {
+            options,
+            slot,
+            policy_dir,
+            metrics,
+            state,
+            last_good: BTreeMap::new(),
+            managers,
+            started,
+            first_decision: None,
+        })
+    }
+
+    /// The serving policy slot.
+    pub fn slot(&self) -> &Arc<PolicySlot> {
+        &self.slot
+    }
+
+    /// The pods this agent has applied.
+    pub fn state(&self) -> &AgentState {
+        &self.state
+    }
+
+    /// Read every manifest; a file that fails to parse keeps its last good
+    /// pods and is reported.
+    fn read_manifests(&mut self, errors: &mut Vec<String>) -> Result<Vec<PodDocument>> {
+        let dir = &self.options.pods_dir;
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .with_context(|| format!("reading the pods directory {}", dir.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.extension()
+                    .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
+                    && p.is_file()
+            })
+            .collect();
+        files.sort();
+        let present: BTreeSet<&PathBuf> = files.iter().collect();
+        self.last_good.retain(|path, _| present.contains(path));
+        let mut docs = Vec::new();
+        for file in &files {
+            match crate::pod_input::read_pods(file) {
+                Ok(mut pods) => {
+                    for doc in &mut pods {
+                        if doc.pod.uid.is_empty() {
+                            doc.pod.uid = static_pod_uid(&doc.pod, &self.options.node.name);
+                        }
+                    }
+                    self.last_good.insert(file.clone(), pods.clone());
+                    docs.extend(pods);
+                }
+                Err(e) => {
+                    errors.push(format!("{e:#}"));
+                    docs.extend(self.last_good.get(file).cloned().unwrap_or_default());
+                }
+            }
+        }
+        Ok(docs)
+    }
+
+    /// Handle the policy directory's requests and candidates once.
+    pub fn poll_policy_dir(&mut self) -> Result<()> {
+        let Some(server) = self.policy_dir.as_mut() else {
+            return Ok(());
+        };
+        // Shadow-evaluate the pods of the last pass (what the node runs).
+        let docs: Vec<PodDocument> = self.last_good.values().flatten().cloned().collect();
+        let node = self.options.node.clone();
+        let vet = |candidate: &PolicyRuntime, serving: &PolicyRuntime| -> Result<ShadowReport> {
+            crate::policy_dir::vet(candidate, serving, &docs, &node)
+        };
+        let outcome = server.poll(&self.slot, &vet)?;
+        for swap in &outcome.swapped {
+            tracing::info!(
+                from = short(&swap.from_digest),
+                to = short(&swap.to_digest),
+                version = %swap.to_version,
+                "policy swapped"
+            );
+            Metrics::count(&self.metrics.swaps, "swapped");
+        }
+        for reason in &outcome.rejected {
+            tracing::warn!(reason = %reason, "policy candidate or request rejected");
+            Metrics::count(&self.metrics.swaps, "rejected");
+        }
+        let policy = self.slot.current();
+        self.metrics
+            .set_policy(&policy.info().policy_version, policy.digest());
+        Ok(())
+    }
+
+    /// One reconcile pass.
+    pub fn reconcile(&mut self) -> Result<ReconcileReport> {
+        let result = self.reconcile_inner();
+        Metrics::count(
+            &self.metrics.reconciles,
+            if result.is_ok() { "ok" } else { "error" },
+        );
+        if self.first_decision.is_none() && result.is_ok() {
+            self.first_decision = Some(self.started.elapsed());
+        }
+        let mut report = result?;
+        report.first_decision_ms = self.first_decision.map(|d| d.as_millis() as u64);
+        let bytes = serde_json::to_vec_pretty(&report)?;
+        checkpoint::write_atomically(&self.options.state_dir.join("agent_status.json"), &bytes)?;
+        Ok(report)
+    }
+
+    fn reconcile_inner(&mut self) -> Result<ReconcileReport> {
+        // One version decides the whole pass, even if a swap lands meanwhile.
+        let policy = self.slot.current();
+        let node = self.options.node.clone();
+        let mut report = ReconcileReport {
+            policy_digest: policy.digest().to_string(),
+            policy_version: policy.info().policy_version.clone(),
+            policy_from_cache: policy.compiled_from_cache(),
+            ..ReconcileReport::default()
+        };
+        let docs = self.read_manifests(&mut report.errors)?;
+        report.pods = docs.len();
+
+        // Evaluate each pod on its own.
+        let mut present = BTreeSet::new();
+        let mut admitted: Vec<(PodDocument, Explanation, Pod)> = Vec::new();
+        for doc in docs {
+            let name = pod_name(&doc.pod);
+            if !present.insert(doc.pod.uid.clone()) {
+                report.errors.push(format!(
+                    "{name} ({}): metadata.uid `{}` is used by another pod too",
+                    doc.origin,
+                    doc.pod.uid.escape_debug()
+                ));
+                continue;
+            }
+            let began = Instant::now();
+            let evaluated = crate::explain(&policy, &doc, &node);
+            self.metrics
+                .evaluation_duration
+                .observe(began.elapsed().as_secs_f64());
+            match evaluated {
+                Err(e) => {
+                    Metrics::count(&self.metrics.evaluations, "error");
+                    report
+                        .errors
+                        .push(format!("{name} ({}): {e:#}", doc.origin));
+                }
+                Ok((explanation, None)) => {
+                    Metrics::count(&self.metrics.evaluations, "rejected");
+                    let errors: Vec<String> = explanation
+                        .errors
+                        .iter()
+                        .map(|e| format!("{}: {}", e.field, e.message))
+                        .collect();
+                    report
+                        .rejected
+                        .push(format!("{name}: {}", errors.join("; ")));
+                }
+                Ok((explanation, Some(defaulted))) => {
+                    Metrics::count(&self.metrics.evaluations, "ok");
+                    // The host's sanity checks, per pod, before any write.
+                    match crate::apply::check_pod_output(&doc, &explanation, &node) {
+                        Ok(()) => admitted.push((doc, explanation, defaulted)),
+                        Err(e) => report
+                            .errors
+                            .push(format!("{name} ({}): {e:#}", doc.origin)),
+                    }
+                }
+            }
+        }
+
+        // The resource managers, for pods they have not admitted yet.
+        let mut extra = Vec::new();
+        if self.managers.is_some() {
+            admitted = self.admit_all(&policy, admitted, &mut report, &mut extra)?;
+        }
+
+        // Node-level values over the admitted pods, then one plan.
+        let pods: Vec<Pod> = admitted.iter().map(|(_, _, p)| p.clone()).collect();
+        let node_qos = match policy.node_memory_qos(&pods, &node)? {
+            Ok(values) => values,
+            Err(errors) => {
+                return Err(anyhow!(
+                    "node-level evaluation failed:\n{}",
+                    format_field_errors(&errors)
+                ));
+            }
+        };
+        let docs: Vec<PodDocument> = admitted.iter().map(|(d, _, _)| d.clone()).collect();
+        let explanations: Vec<Explanation> = admitted.iter().map(|(_, e, _)| e.clone()).collect();
+        let full = Report::new(explanations.clone(), &node.name, &node_qos);
+        let apply_options = ApplyOptions {
+            dry_run: false,
+            pids: Vec::new(),
+            ..self.options.apply.clone()
+        };
+        let applied = apply_explained(&docs, &full, &node, &apply_options, &extra)?;
+        report.writes = applied.applied;
+        self.metrics.cgroup_writes.inc_by(applied.applied as u64);
+        if let Some(error) = &applied.error {
+            report.errors.push(format!("writing cgroups: {error}"));
+        }
+        let root = CgroupRoot::open(&self.options.apply.cgroup_root)?;
+        for (doc, explanation) in docs.iter().zip(&explanations) {
+            let cgroups: Vec<String> = applied
+                .cgroups
+                .iter()
+                .filter(|c| {
+                    c.owner == explanation.pod
+                        || c.owner.starts_with(&format!("{}/", explanation.pod))
+                })
+                .filter_map(|c| {
+                    Path::new(&c.path)
+                        .strip_prefix(root.dir())
+                        .ok()
+                        .map(|p| p.display().to_string())
+                })
+                .collect();
+            self.state.pods.insert(
+                doc.pod.uid.clone(),
+                AppliedPod {
+                    pod: explanation.pod.clone(),
+                    cgroups,
+                    containers: explanation
+                        .containers
+                        .iter()
+                        .map(|c| c.name.clone())
+                        .collect(),
+                    managed: self
+                        .managers
+                        .as_ref()
+                        .is_some_and(|m| m.admissions.contains_key(&doc.pod.uid)),
+                },
+            );
+            report.applied.push(explanation.pod.clone());
+        }
+        self.update_memory_metrics(&root, &docs, &explanations);
+
+        // Pods gone from the manifests.
+        let gone: Vec<String> = self
+            .state
+            .pods
+            .keys()
+            .filter(|uid| !present.contains(*uid))
+            .cloned()
+            .collect();
+        for uid in gone {
+            self.remove_pod(&policy, &root, &uid, &mut report)?;
+        }
+        save_agent_state(&self.options.state_dir, &self.state)?;
+        Ok(report)
+    }
+
+    fn admit_all(
+        &mut self,
+        policy: &PolicyRuntime,
+        admitted: Vec<(PodDocument, Explanation, Pod)>,
+        report: &mut ReconcileReport,
+        extra: &mut Vec<CgroupValues>,
+    ) -> Result<Vec<(PodDocument, Explanation, Pod)>> {
+        let node = self.options.node.clone();
+        let Some(managers) = self.managers.as_mut() else {
+            return Ok(admitted);
+        };
+        let mut kept = Vec::new();
+        for (doc, explanation, pod) in admitted {
+            let uid = pod.uid.clone();
+            if !managers.admissions.contains_key(&uid) {
+                let began = Instant::now();
+                let answer = policy.admit(&pod, &managers.topology, &managers.state, &node);
+                self.metrics
+                    .admission_duration
+                    .observe(began.elapsed().as_secs_f64());
+                let admission = match answer {
+                    Ok(Ok(admission)) => admission,
+                    Ok(Err(errors)) => {
+                        report.errors.push(format!(
+                            "{}: the managers could not evaluate the pod: {}",
+                            explanation.pod,
+                            format_field_errors(&errors)
+                        ));
+                        continue;
+                    }
+                    Err(e) => {
+                        report.errors.push(format!("{}: {e:#}", explanation.pod));
+                        continue;
+                    }
+                };
+                if let Some(rejection) = &admission.rejection {
+                    for resource in ["cpu", "memory"] {
+                        self.metrics
+                            .allocation_errors
+                            .get_or_create(&ResourceLabels {
+                                resource_name: resource.into(),
+                            })
+                            .inc();
+                    }
+                    report.rejected.push(format!(
+                        "{}: {}: {}",
+                        explanation.pod, rejection.reason, rejection.message
+                    ));
+                    continue;
+                }
+                // Check the cpusets (non-empty, inside the topology) before
+                // the state that implies them is saved.
+                let qos = crate::output::qos_from_explanation(&explanation)?;
+                if let Err(e) =
+                    crate::admit::cpuset_values(&admission, &pod, qos, &node, &managers.topology)
+                {
+                    report.errors.push(format!("{}: {e:#}", explanation.pod));
+                    continue;
+                }
+                checkpoint::save(&self.options.state_dir, &admission.state)
+                    .context("saving the manager checkpoints")?;
+                managers.state = admission.state.clone();
+                let source = if admission.assignment.pod_cpuset.is_some() {
+                    "pod"
+                } else {
+                    "container"
+                };
+                if admission
+                    .assignment
+                    .containers
+                    .iter()
+                    .any(|c| c.cpuset.is_some())
+                    || admission.assignment.pod_cpuset.is_some()
+                {
+                    self.metrics
+                        .allocations
+                        .get_or_create(&AllocationLabels {
+                            resource_name: "cpu".into(),
+                            source: source.into(),
+                        })
+                        .inc();
+                }
+                if admission
+                    .assignment
+                    .containers
+                    .iter()
+                    .any(|c| !c.memory.is_empty())
+                {
+                    self.metrics
+                        .allocations
+                        .get_or_create(&AllocationLabels {
+                            resource_name: "memory".into(),
+                            source: source.into(),
+                        })
+                        .inc();
+                }
+                managers.admissions.insert(uid.clone(), admission);
+            }
+            let admission = &managers.admissions[&uid];
+            let qos = crate::output::qos_from_explanation(&explanation)?;
+            extra.extend(crate::admit::cpuset_values(
+                admission,
+                &pod,
+                qos,
+                &node,
+                &managers.topology,
+            )?);
+            kept.push((doc, explanation, pod));
+        }
+        self.update_assignment_metrics();
+        Ok(kept)
+    }
+
+    fn update_assignment_metrics(&self) {
+        let Some(managers) = &self.managers else {
+            return;
+        };
+        let mut counts: BTreeMap<&str, i64> =
+            [("exclusive", 0), ("pod_shared", 0), ("node_shared", 0)].into();
+        for admission in managers.admissions.values() {
+            for c in &admission.assignment.containers {
+                let kind = match c.cpu_isolation {
+                    CpuIsolation::Container => "exclusive",
+                    CpuIsolation::Pod => "pod_shared",
+                    CpuIsolation::Host => "node_shared",
+                };
+                *counts.entry(kind).or_default() += 1;
+            }
+        }
+        for (kind, n) in counts {
+            self.metrics
+                .container_assignments
+                .get_or_create(&AssignmentLabels {
+                    assignment_type: kind.into(),
+                })
+                .set(n);
+        }
+    }
+
+    fn update_memory_metrics(
+        &self,
+        root: &CgroupRoot,
+        docs: &[PodDocument],
+        explanations: &[Explanation],
+    ) {
+        self.metrics.memory_min_bytes.clear();
+        self.metrics.memory_high_bytes.clear();
+        let driver = self.options.node.cgroup_driver;
+        for (doc, e) in docs.iter().zip(explanations) {
+            let Ok(qos) = crate::output::qos_from_explanation(e) else {
+                continue;
+            };
+            let Ok(pod_path) = cgroupfs::pod(driver, qos, &doc.pod.uid) else {
+                continue;
+            };
+            let mut owners = vec![(
+                String::new(),
+                pod_path.clone(),
+                e.pod_cgroup.clone().unwrap_or_default(),
+            )];
+            for c in &e.containers {
+                if let Ok(path) = cgroupfs::container(&pod_path, "container", &c.name) {
+                    owners.push((c.name.clone(), path, c.cgroup.clone()));
+                }
+            }
+            for (container, path, files) in owners {
+                let labels = CgroupLabels {
+                    pod: e.pod.clone(),
+                    container,
+                };
+                let number = |file: &str| files.get(file).and_then(|v| v.parse::<i64>().ok());
+                if let Some(min) = number("memory.min") {
+                    self.metrics
+                        .memory_min_bytes
+                        .get_or_create(&labels)
+                        .set(min);
+                }
+                if let Some(high) = number("memory.high") {
+                    self.metrics
+                        .memory_high_bytes
+                        .get_or_create(&labels)
+                        .set(high);
+                }
+                let events = path.dir_in(root.dir()).join("memory.events");
+                if let Some(high_events) = read_memory_events(&events).get("high") {
+                    Metrics::set_counter(
+                        &self.metrics.throttle_events.get_or_create(&labels),
+                        *high_events,
+                    );
+                }
+            }
+        }
+    }
+
+    fn remove_pod(
+        &mut self,
+        policy: &PolicyRuntime,
+        root: &CgroupRoot,
+        uid: &str,
+        report: &mut ReconcileReport,
+    ) -> Result<()> {
+        let Some(applied) = self.state.pods.get(uid).cloned() else {
+            return Ok(());
+        };
+        // Cgroups first: the managers' CPUs may only go back to the shared
+        // pool once nothing runs on them.
+        let mut paths = Vec::new();
+        for text in &applied.cgroups {
+            paths.push(CgroupPath::parse("agent_state.json cgroup", text)?);
+        }
+        paths.sort_by_key(|p| std::cmp::Reverse(p.depth()));
+        for path in &paths {
+            match cgroupfs::remove(root, path)? {
+                Removal::Removed => {}
+                Removal::Busy { dir } => {
+                    report.removal_pending.push(format!(
+                        "{}: processes still run in {}",
+                        applied.pod,
+                        dir.display()
+                    ));
+                    return Ok(());
+                }
+            }
+        }
+        if let Some(managers) = self.managers.as_mut()
+            && (applied.managed || managers.admissions.contains_key(uid))
+        {
+            let mut state = managers.state.clone();
+            for container in &applied.containers {
+                state = match policy.release(
+                    uid,
+                    container,
+                    &managers.topology,
+                    &state,
+                    &self.options.node,
+                )? {
+                    Ok(state) => state,
+                    Err(errors) => {
+                        return Err(anyhow!(
+                            "releasing {}/{container}: {}",
+                            applied.pod,
+                            format_field_errors(&errors)
+                        ));
+                    }
+                };
+            }
+            checkpoint::save(&self.options.state_dir, &state)
+                .context("saving the manager checkpoints")?;
+            managers.state = state;
+            managers.admissions.remove(uid);
+        }
+        self.state.pods.remove(uid);
+        report.removed.push(applied.pod);
+        self.update_assignment_metrics();
+        Ok(())
+    }
+
+    /// Run until `stop` is set: reconcile when the pods or policy directory
+    /// change (inotify through `notify`) and every `resync` anyway.
+    pub fn run(&mut self, stop: &AtomicBool, wake: mpsc::Receiver<()>) -> Result<()> {
+        let (tx, rx) = mpsc::channel::<()>();
+        let mut watcher = {
+            let tx = tx.clone();
+            notify::recommended_watcher(move |_event: notify::Result<notify::Event>| {
+                let _ = tx.send(());
+            })
+            .context("starting the file watcher")?
+        };
+        use notify::Watcher as _;
+        watcher
+            .watch(&self.options.pods_dir, notify::RecursiveMode::NonRecursive)
+            .with_context(|| format!("watching {}", self.options.pods_dir.display()))?;
+        if let Some(dir) = &self.options.policy_dir {
+            watcher
+                .watch(dir, notify::RecursiveMode::Recursive)
+                .with_context(|| format!("watching {}", dir.display()))?;
+        }
+        // Signals and other wake-ups arrive on `wake`; forward them.
+        std::thread::spawn(move || {
+            while wake.recv().is_ok() {
+                if tx.send(()).is_err() {
+                    break;
+                }
+            }
+        });
+        while !stop.load(Ordering::SeqCst) {
+            self.reconcile_and_log();
+            let before = self.slot.current().digest().to_string();
+            if let Err(e) = self.poll_policy_dir() {
+                tracing::error!(error = %format!("{e:#}"), "policy directory");
+            }
+            if self.slot.current().digest() != before {
+                // A new version decides again at once.
+                self.reconcile_and_log();
+            }
+            // Wait for a change, then let a burst of events settle.
+            if rx.recv_timeout(self.options.resync).is_ok() {
+                std::thread::sleep(Duration::from_millis(50));
+                while rx.try_recv().is_ok() {}
+            }
+        }
+        tracing::info!("agent stopping");
+        Ok(())
+    }
+}
+
+impl Agent {
+    fn reconcile_and_log(&mut self) {
+        match self.reconcile() {
+            Ok(report) => log_report(&report),
+            Err(e) => tracing::error!(error = %format!("{e:#}"), "reconcile failed"),
+        }
+    }
+}
+
+fn log_report(report: &ReconcileReport) {
+    for e in &report.errors {
+        tracing::error!("{e}");
+    }
+    for r in &report.rejected {
+        tracing::warn!("rejected: {r}");
+    }
+    for p in &report.removal_pending {
+        tracing::info!("removal pending: {p}");
+    }
+    tracing::info!(
+        policy = short(&report.policy_digest),
+        pods = report.pods,
+        applied = report.applied.len(),
+        writes = report.writes,
+        removed = report.removed.len(),
+        first_decision_ms = report.first_decision_ms,
+        "reconciled"
+    );
+}
+
+/// A UID for a manifest without one, as the kubelet gives static pods one:
+/// derived from the pod's namespace and name and the node's name, so it is
+/// stable across restarts and edits of the manifest.
+pub fn static_pod_uid(pod: &Pod, node_name: &str) -> String {
+    let key = format!("{}/{}@{node_name}", pod.namespace, pod.name);
+    crate::runtime::digest(key.as_bytes())[..32].to_string()
+}
+
+/// The policy's node-level warnings (e.g. Memory QoS on a kernel < 5.9).
+fn node_warnings(policy: &PolicyRuntime, node: &NodeSettings) -> Vec<String> {
+    match policy.node_memory_qos(&[], node) {
+        Ok(Ok(values)) => values.warnings,
+        _ => Vec::new(),
+    }
+}
+
+/// The counters of a `memory.events` file (`low`, `high`, `max`, `oom`, `oom_kill`, ...).
+pub fn read_memory_events(path: &Path) -> BTreeMap<String, u64> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| {
+            let (key, value) = line.split_once(' ')?;
+            Some((key.to_string(), value.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+fn read_agent_state(dir: &Path) -> Result<AgentState> {
+    let path = dir.join("agent_state.json");
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).with_context(|| {
+            format!(
+                "{}: not an agent state file (move it away to start fresh)",
+                path.display()
+            )
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(AgentState::default()),
+        Err(e) => Err(anyhow!("reading {}: {e}", path.display())),
+    }
+}
+
+fn save_agent_state(dir: &Path, state: &AgentState) -> Result<()> {
+    let bytes = serde_json::to_vec_pretty(state)?;
+    checkpoint::write_atomically(&dir.join("agent_state.json"), &bytes)
+}
