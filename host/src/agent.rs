@@ -291,11 +291,29 @@ impl Agent {
         if self.first_decision.is_none() && result.is_ok() {
             self.first_decision = Some(self.started.elapsed());
         }
-        let mut report = result?;
+        // A failed pass is reported in the status file too (nothing was
+        // written: every failure before the writes stops the pass).
+        let (mut report, error) = match result {
+            Ok(report) => (report, None),
+            Err(e) => {
+                let policy = self.slot.current();
+                let report = ReconcileReport {
+                    policy_digest: policy.digest().to_string(),
+                    policy_version: policy.info().policy_version.clone(),
+                    policy_from_cache: policy.compiled_from_cache(),
+                    errors: vec![format!("{e:#}")],
+                    ..ReconcileReport::default()
+                };
+                (report, Some(e))
+            }
+        };
         report.first_decision_ms = self.first_decision.map(|d| d.as_millis() as u64);
         let bytes = serde_json::to_vec_pretty(&report)?;
         checkpoint::write_atomically(&self.options.state_dir.join("agent_status.json"), &bytes)?;
-        Ok(report)
+        match error {
+            Some(e) => Err(e),
+            None => Ok(report),
+        }
     }
 
     fn reconcile_inner(&mut self) -> Result<ReconcileReport> {

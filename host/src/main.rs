@@ -442,7 +442,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
             system_reserved_cgroup,
             once,
         } => {
-            let node = read_node(&policy, node.as_deref())?;
+            // The agent must come up even when its first policy is broken, so
+            // that a good version can still arrive through --policy-dir: a
+            // failed call here is logged; field errors in the node still stop it.
+            let node = match node {
+                Some(path) => node_input::read_node(path)?,
+                None => node_input::local_node("/proc".as_ref(), "/sys/fs/cgroup".as_ref())?,
+            };
+            match policy.validate_node(&node) {
+                Ok(errors) if !errors.is_empty() => anyhow::bail!(
+                    "invalid node settings:\n{}",
+                    podpolicy::format_field_errors(&errors)
+                ),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::error!(error = %format!("{e:#}"), "the policy could not validate the node settings")
+                }
+            }
             let options = podpolicy::agent::AgentOptions {
                 pods_dir: pods_dir.clone(),
                 node,

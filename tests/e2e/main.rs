@@ -1,5 +1,7 @@
 //! End-to-end tests of podpolicy: one binary, one module per area.
 //!
+//! - `agent`: the node agent: reconcile, removal, managers, restart, hot swap
+//!   (under load too), hostile modules (`hostile_policy` builds them from WAT), metrics.
 //! - `apply`: `podpolicy apply` into temporary cgroup roots, both drivers, failures, order.
 //! - `component`: the embedded component itself (imports, exports, versions).
 //! - `hostile`: modules that must be refused or contained.
@@ -14,12 +16,14 @@
 //! - `resize`: KEP-1287 plans, rejections, the usage guard, failure injection.
 //! - `sysfs`: topology discovery over fixtures/sysfs and broken trees.
 
+mod agent;
 mod apply;
 mod cli;
 mod component;
 mod conformance;
 mod fixtures;
 mod hostile;
+mod hostile_policy;
 mod managers;
 mod memory_qos;
 mod node_state;

@@ -1,0 +1,176 @@
+//! Hostile policy components, written in WAT here: a core module with the
+//! pod-policy world's exports (signatures from `wit/` through wit-parser),
+//! turned into a component by wit-component exactly as the real guest is.
+//! `policy-info` answers correctly, so the host loads the module; every
+//! other export misbehaves in the chosen way.
+
+use std::fmt::Write as _;
+
+use wit_parser::abi::{AbiVariant, WasmType};
+use wit_parser::{Resolve, WorldItem};
+
+use crate::util::workspace;
+
+/// How every export but `policy-info` behaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hostility {
+    /// `loop br 0`: never returns (fuel or the epoch deadline stop it).
+    InfiniteLoop,
+    /// Grows linear memory until the cap stops it.
+    MemoryBomb,
+    /// `unreachable`.
+    Trap,
+    /// Returns a pointer to 0xff bytes: no valid value lifts from that.
+    Garbage,
+    /// Returns a pointer to zero bytes: well-formed empty answers (no
+    /// containers, no files), which the host's sanity checks must refuse.
+    Zeros,
+    /// Answers like [`Hostility::Zeros`] but reports another WIT version.
+    WrongWitVersion,
+}
+
+fn core_type(t: &WasmType) -> &'static str {
+    match t {
+        WasmType::I64 | WasmType::PointerOrI64 => "i64",
+        WasmType::F32 => "f32",
+        WasmType::F64 => "f64",
+        _ => "i32",
+    }
+}
+
+/// A region of the hostile module's memory.
+const INFO_AT: u32 = 1024;
+const STRINGS_AT: u32 = 2048;
+const GARBAGE_AT: u32 = 4096;
+const ZEROS_AT: u32 = 16384;
+const HEAP_AT: u32 = 65536;
+
+fn le(values: &[u32]) -> String {
+    values
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .map(|b| format!("\\{b:02x}"))
+        .collect()
+}
+
+fn body(hostility: Hostility, results: &[WasmType]) -> String {
+    let pointer = match hostility {
+        Hostility::Garbage => GARBAGE_AT,
+        _ => ZEROS_AT,
+    };
+    let value = |t: &WasmType| match core_type(t) {
+        "i32" => format!("(i32.const {pointer})"),
+        "i64" => "(i64.const -1)".to_string(),
+        "f32" => "(f32.const 0)".to_string(),
+        _ => "(f64.const 0)".to_string(),
+    };
+    match hostility {
+        Hostility::InfiniteLoop => "(loop $spin (br $spin)) unreachable".to_string(),
+        Hostility::MemoryBomb => {
+            "(loop $grow (drop (memory.grow (i32.const 64))) (br $grow)) unreachable".to_string()
+        }
+        Hostility::Trap => "unreachable".to_string(),
+        Hostility::Garbage | Hostility::Zeros | Hostility::WrongWitVersion => {
+            results.iter().map(value).collect::<Vec<_>>().join(" ")
+        }
+    }
+}
+
+/// The WAT of the core module.
+pub fn core_wat(hostility: Hostility) -> String {
+    let mut resolve = Resolve::default();
+    let (package, _) = resolve
+        .push_dir(workspace().join("wit"))
+        .expect("wit/ parses");
+    let world = resolve
+        .select_world(&[package], Some("pod-policy"))
+        .expect("the pod-policy world");
+    let wit_version = match hostility {
+        Hostility::WrongWitVersion => "9.9.9",
+        _ => podpolicy::runtime::WIT_VERSION,
+    };
+    let strings = ["hostile-1.0", wit_version, "1.36"];
+    let mut info = Vec::new();
+    let mut data = String::new();
+    let mut at = STRINGS_AT;
+    for s in strings {
+        info.extend([at, s.len() as u32]);
+        write!(data, "(data (i32.const {at}) \"{s}\")").unwrap();
+        at += 32;
+    }
+    info.extend([0, 0]); // feature-gates: empty list
+    write!(data, "(data (i32.const {INFO_AT}) \"{}\")", le(&info)).unwrap();
+    write!(
+        data,
+        "(data (i32.const {GARBAGE_AT}) \"{}\")",
+        "\\ff".repeat(8192)
+    )
+    .unwrap();
+
+    let mut funcs = String::new();
+    for item in resolve.worlds[world].exports.values() {
+        let WorldItem::Function(func) = item else {
+            continue;
+        };
+        let sig = resolve.wasm_signature(AbiVariant::GuestExport, func);
+        let params: Vec<&str> = sig.params.iter().map(core_type).collect();
+        let results: Vec<&str> = sig.results.iter().map(core_type).collect();
+        let code = if func.name == "policy-info" {
+            format!("(i32.const {INFO_AT})")
+        } else {
+            body(hostility, &sig.results)
+        };
+        write!(
+            funcs,
+            "(func (export \"{}\") (param {}) (result {}) {code})\n",
+            func.name,
+            params.join(" "),
+            results.join(" ")
+        )
+        .unwrap();
+    }
+    format!(
+        r#"(module
+  (memory (export "memory") 2)
+  (global $heap (mut i32) (i32.const {HEAP_AT}))
+  ;; A bump allocator: enough for the host to pass arguments in.
+  (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32)
+    (local $ptr i32)
+    (local.set $ptr (i32.and
+      (i32.add (global.get $heap) (i32.sub (local.get 2) (i32.const 1)))
+      (i32.sub (i32.const 0) (local.get 2))))
+    (global.set $heap (i32.add (local.get $ptr) (local.get 3)))
+    (block $fits
+      (loop $more
+        (br_if $fits (i32.le_u (global.get $heap) (i32.mul (memory.size) (i32.const 65536))))
+        (if (i32.eq (memory.grow (i32.const 1)) (i32.const -1)) (then unreachable))
+        (br $more)))
+    (local.get $ptr))
+  {data}
+  {funcs})"#
+    )
+}
+
+/// The hostile component's bytes.
+pub fn component(hostility: Hostility) -> Vec<u8> {
+    let mut resolve = Resolve::default();
+    let (package, _) = resolve
+        .push_dir(workspace().join("wit"))
+        .expect("wit/ parses");
+    let world = resolve
+        .select_world(&[package], Some("pod-policy"))
+        .expect("the pod-policy world");
+    let mut core = wat::parse_str(core_wat(hostility)).expect("the hostile WAT parses");
+    wit_component::embed_component_metadata(
+        &mut core,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+        false,
+    )
+    .expect("embedding the world");
+    wit_component::ComponentEncoder::default()
+        .module(&core)
+        .and_then(|encoder| encoder.validate(true).encode())
+        .expect("encoding the hostile component")
+}
