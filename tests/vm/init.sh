@@ -128,5 +128,54 @@ else
     fail "the app container lost its process (oom_kill=$app_kill)"
 fi
 dmesg | grep -E 'oom-kill:' | head -1 | while read -r l; do log "dmesg: $l"; done
-kill $APP_PID 2> /dev/null
+
+# --- 6. in-place resize applied live (KEP-1287): the `high` container's
+# limits go up while a process runs in it; every pod and container file
+# reads back as the policy computed for the resized pod, and no container
+# limit is above the pod's at the end.
+sleep 600 &
+HIGH_PID=$!
+echo $HIGH_PID > $POD/high/cgroup.procs
+$PP resize /test/pod.yaml /test/pod-resized.yaml --node /test/node.yaml \
+    --apply --cgroup-root $CG > /tmp/resize.txt 2>&1
+rc=$?
+if [ $rc = 0 ]; then pass "resize --apply exit 0 ($(grep -c . /tmp/resize.txt) lines of plan)"; else
+    fail "resize --apply exit $rc"
+    while read -r l; do log "  resize: $l"; done < /tmp/resize.txt
+fi
+while read -r dir file value; do
+    check "$CG/$dir/$file" "$value"
+done < /test/expected-resized.txt
+pod_max=$(cat $POD/memory.max)
+over=0
+for c in $POD/*/; do
+    v=$(cat ${c}memory.max)
+    [ "$v" != max ] && [ "$pod_max" != max ] && [ "$v" -gt "$pod_max" ] && over=1
+done
+if [ $over = 0 ]; then pass "no container memory.max above the pod's ($pod_max)"; else fail "a container memory.max is above the pod's $pod_max"; fi
+if kill -0 $HIGH_PID 2> /dev/null; then pass "the resized container's process kept running"; else fail "the resized container's process died"; fi
+kill $HIGH_PID $APP_PID 2> /dev/null
+
+# --- 7. the agent: a manifest appears -> cgroups; it goes -> cgroups removed.
+mkdir -p /tmp/pods /tmp/agent-state
+cp /test/agent-pod.yaml /tmp/pods/
+AUID=$(awk '$1 == "uid:" { print $2 }' /test/agent-pod.yaml)
+APOD=$CG/kubepods/burstable/pod$AUID
+AGENT="$PP agent --once --pods-dir /tmp/pods --node /test/node.yaml --state-dir /tmp/agent-state --cgroup-root $CG"
+$AGENT > /tmp/agent1.txt 2>&1
+rc=$?
+if [ $rc = 0 ] && [ -d $APOD/web ]; then pass "agent created $APOD/web"; else
+    fail "agent: exit $rc, $APOD/web missing"
+    while read -r l; do log "  agent: $l"; done < /tmp/agent1.txt
+fi
+check $APOD/web/memory.max 33554432
+rm /tmp/pods/agent-pod.yaml
+$AGENT > /tmp/agent2.txt 2>&1
+rc=$?
+if [ $rc = 0 ] && [ ! -e $APOD ] && grep -q '"default/agent-pod"' /tmp/agent2.txt; then
+    pass "agent removed $APOD after its manifest went"
+else
+    fail "agent removal: exit $rc, $(ls -d $APOD 2>&1)"
+    while read -r l; do log "  agent: $l"; done < /tmp/agent2.txt
+fi
 finish

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Real-kernel test of `podpolicy apply` (`just vm-test`).
+# Real-kernel test of `podpolicy apply`, `resize --apply` and `agent` (`just vm-test`).
 #
 # Boots a stock Debian kernel under qemu with TCG (KVM on these machines is
 # PVM and cannot boot a stock kernel) with a busybox initramfs holding the
 # podpolicy binary, its shared libraries and tests/vm/{pod,node}.yaml. The
 # guest (tests/vm/init.sh) mounts cgroup2, runs `podpolicy apply`, checks the
 # files against `explain -o json` (computed here), oom_score_adj, memory.high
-# throttling and a pod-level OOM kill, and prints PASS/FAIL lines.
+# throttling and a pod-level OOM kill, applies a resize plan live, lets the
+# agent create and remove a pod's cgroups, and prints PASS/FAIL lines.
 #
 # Installs with apt-get what is missing (qemu-system-x86 from
 # bookworm-backports, busybox-static, jq); the kernel and qemu-user .debs are
@@ -107,6 +108,14 @@ jq -r --arg uid "$uid" '
         | .value | to_entries[] | "\($d) \(.key) \(.value)")
     | select(test(" cpuset\\.") | not)' explain.json > expected.txt
 jq -r '.pods[0].containers[] | "\(.name) \(.oomScoreAdj)"' explain.json > oom.txt
+# After the live resize: the pod's own files (container and pod cgroups).
+"$PP" explain -o json --node "$HERE/node.yaml" "$HERE/pod-resized.yaml" > explain-resized.json
+jq -r --arg uid "$uid" '
+    .pods[0] | "kubepods/burstable/pod" + $uid as $pod
+    | (.podCgroup | to_entries[] | "\($pod) \(.key) \(.value)"),
+      (.containers[] | .name as $c | .cgroup | to_entries[]
+        | "\($pod)/\($c) \(.key) \(.value)")
+    | select(test(" cpuset\\.") | not)' explain-resized.json > expected-resized.txt
 [ -s expected.txt ] && [ -s oom.txt ] || { say "explain gave no values"; exit 2; }
 
 # --- 4. initramfs tree: busybox, podpolicy + its libraries, the test files.
@@ -119,7 +128,8 @@ for lib in $(ldd "$PP" | grep -oE '/[^ ]+'); do
     mkdir -p "rootfs$(dirname "$lib")"
     cp -L "$lib" "rootfs$lib"
 done
-cp "$HERE/pod.yaml" "$HERE/node.yaml" expected.txt oom.txt rootfs/test/
+cp "$HERE/pod.yaml" "$HERE/pod-resized.yaml" "$HERE/agent-pod.yaml" "$HERE/node.yaml" \
+    expected.txt expected-resized.txt oom.txt rootfs/test/
 t_initramfs=$(elapsed "$t0")
 
 # --- 5. the component compiled for the guest's CPU. Compiling it in the guest
