@@ -523,3 +523,31 @@ impl PolicyDirServer {
         }
     }
 }
+
+/// Serve `slot` from a policy directory in a background thread, polling it
+/// every `interval`: for servers without a pod list of their own (the
+/// webhook), so a candidate is vetted by the self-check alone. Each swap or
+/// rejection is passed to `report`.
+pub fn watch_in_background(
+    mut server: PolicyDirServer,
+    slot: std::sync::Arc<PolicySlot>,
+    interval: std::time::Duration,
+    report: impl Fn(&PollOutcome) + Send + 'static,
+) -> Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("podpolicy-policy-dir".into())
+        .spawn(move || {
+            let vet = |candidate: &PolicyRuntime, _: &PolicyRuntime| -> Result<ShadowReport> {
+                self_check(candidate)?;
+                Ok(ShadowReport::default())
+            };
+            loop {
+                match server.poll(&slot, &vet) {
+                    Ok(outcome) => report(&outcome),
+                    Err(e) => tracing::error!(error = %format!("{e:#}"), "policy directory"),
+                }
+                std::thread::sleep(interval);
+            }
+        })
+        .context("starting the policy directory thread")
+}

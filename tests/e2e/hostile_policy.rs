@@ -76,8 +76,8 @@ fn body(hostility: Hostility, results: &[WasmType]) -> String {
     }
 }
 
-/// The WAT of the core module.
-pub fn core_wat(hostility: Hostility) -> String {
+/// The repository's WIT and its pod-policy world.
+fn pod_policy_world() -> (Resolve, wit_parser::WorldId) {
     let mut resolve = Resolve::default();
     let (package, _) = resolve
         .push_dir(workspace().join("wit"))
@@ -85,6 +85,12 @@ pub fn core_wat(hostility: Hostility) -> String {
     let world = resolve
         .select_world(&[package], Some("pod-policy"))
         .expect("the pod-policy world");
+    (resolve, world)
+}
+
+/// The WAT of the core module.
+pub fn core_wat(hostility: Hostility) -> String {
+    let (resolve, world) = pod_policy_world();
     let wit_version = match hostility {
         Hostility::WrongWitVersion => "9.9.9",
         _ => podpolicy::runtime::WIT_VERSION,
@@ -153,13 +159,7 @@ pub fn core_wat(hostility: Hostility) -> String {
 
 /// The hostile component's bytes.
 pub fn component(hostility: Hostility) -> Vec<u8> {
-    let mut resolve = Resolve::default();
-    let (package, _) = resolve
-        .push_dir(workspace().join("wit"))
-        .expect("wit/ parses");
-    let world = resolve
-        .select_world(&[package], Some("pod-policy"))
-        .expect("the pod-policy world");
+    let (resolve, world) = pod_policy_world();
     let mut core = wat::parse_str(core_wat(hostility)).expect("the hostile WAT parses");
     wit_component::embed_component_metadata(
         &mut core,
