@@ -828,10 +828,13 @@ impl<'a> Invariants<'a> {
         let names: Vec<&str> = asg.containers.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, container_names(pod), "{what}: containers");
         let default = parse(&a.state.cpu.default_cpuset, what);
-        assert_eq!(
-            asg.node_shared_pool, a.state.cpu.default_cpuset,
-            "{what}: node shared pool"
-        );
+        // The state's pool under the static policy; every CPU without it.
+        let node_pool = if facts.cpu_static {
+            a.state.cpu.default_cpuset.clone()
+        } else {
+            self.all.to_string()
+        };
+        assert_eq!(asg.node_shared_pool, node_pool, "{what}: node shared pool");
         let stored = |name: &str| -> Option<CpuSet> {
             a.state
                 .cpu
