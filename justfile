@@ -20,15 +20,20 @@ bless:
 component:
     cargo run --locked -p podpolicy -- policy export policy.wasm
 
-# Fuzz each target (quantity, evaluate_native, differential) for FUZZ_SECONDS
-# (default 60) on stable Rust: `--sanitizer none` needs no nightly. Seeds
-# come from fixtures/; findings land in fuzz/artifacts/<target>/.
+# Fuzz each target for FUZZ_SECONDS (default 60) seconds, one after the
+# other, niced, on stable Rust (`--sanitizer none` needs no nightly):
+# quantity, evaluate_native, allocation (KEP-5526 manager sequences with
+# invariants), differential (component vs native, managers included). Seeds
+# come from fixtures/ (written to fuzz/corpus/<target>/ at start); findings
+# land in fuzz/artifacts/<target>/. Extra arguments go to libFuzzer, e.g.
+# `just fuzz 600 -jobs=1 -workers=1`. See FUZZING.md.
 # Needs cargo-fuzz: `cargo install cargo-fuzz --locked`.
-fuzz seconds=env_var_or_default("FUZZ_SECONDS", "60"):
+fuzz seconds=env_var_or_default("FUZZ_SECONDS", "60") *args:
     #!/usr/bin/env bash
     set -euo pipefail
-    for target in quantity evaluate_native differential; do
-        cargo fuzz run --sanitizer none "$target" -- -max_total_time={{seconds}}
+    for target in quantity evaluate_native allocation differential; do
+        nice -n 19 cargo fuzz run --sanitizer none "$target" -- \
+            -max_total_time={{seconds}} -print_final_stats=1 {{args}}
     done
 
 # Criterion benchmarks, native vs component (BENCHMARKS.md); arguments

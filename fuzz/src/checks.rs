@@ -8,7 +8,8 @@ use podpolicy::runtime::{Cache, Limits, PolicyRuntime};
 use policy_wasm::evaluate;
 use policy_wasm::quantity::{Format, Quantity};
 
-use crate::{Case, is_budget_exhausted, native, render, to_native};
+use crate::alloc::AllocCase;
+use crate::{Case, DiffCase, is_budget_exhausted, native, render, to_native};
 
 /// `quantity`: any text either parses or fails with a short error, and a
 /// parsed value survives its canonical string unchanged.
@@ -128,7 +129,7 @@ fn runtime() -> &'static PolicyRuntime {
 }
 
 /// Compare one export's answers; `None` when the component ran out of budget.
-fn same<C: std::fmt::Debug, N: std::fmt::Debug>(
+pub(crate) fn same<C: std::fmt::Debug, N: std::fmt::Debug>(
     what: &str,
     component: anyhow::Result<C>,
     native: N,
@@ -143,12 +144,24 @@ fn same<C: std::fmt::Debug, N: std::fmt::Debug>(
     Some(component)
 }
 
-/// `differential`: the same case through every pod export of the component
-/// and of the native policy, with identical results; the component never
-/// traps (only a spent fuel or time budget is tolerated).
-///
-/// FIXME(managers): `admit`, `release` and `manager-operation` (KEP-5526)
-/// need topology and manager-state inputs in [`Case`] and their conversions.
+/// `allocation`: topology + admission + release sequences natively, with
+/// the invariants of [`crate::sequence`] after every step.
+pub fn allocation(case: &AllocCase) {
+    crate::sequence::allocation(case);
+}
+
+/// `differential`: [`differential`] on the pod case, then the manager
+/// sequence through the component and natively ([`crate::sequence::differential`]).
+pub fn differential_all(input: &DiffCase) {
+    differential(&input.case);
+    crate::sequence::differential(runtime(), &input.managers);
+}
+
+/// `differential` on one pod case: the same case through every pod export
+/// of the component and of the native policy, and through `admit`,
+/// `release` and `manager-operation` `start` on a fixture machine with a
+/// new state, with identical results; the component never traps (only a
+/// spent fuel or time budget is tolerated).
 pub fn differential(case: &Case) {
     let policy = runtime();
     let (pod, node, options) = (&case.pod, &case.node, &case.options);
@@ -222,6 +235,39 @@ pub fn differential(case: &Case) {
             &to_native(&case.resize_others),
             &native_node,
         ),
+    );
+    // The managers on the pod and node as they come (mostly field errors).
+    let machines = crate::alloc::fixture_machines();
+    let topology = &machines[pod.name.len() % machines.len()].1;
+    let native_topology: native::NodeTopology = to_native(topology);
+    let state = podpolicy::empty_manager_state();
+    let native_state: native::ManagerState = to_native(&state);
+    same(
+        "admit",
+        policy.admit(pod, topology, &state, node),
+        evaluate::admit(&native_pod, &native_topology, &native_state, &native_node),
+    );
+    let container = pod
+        .spec
+        .containers
+        .first()
+        .map_or("app", |c| c.name.as_str());
+    same(
+        "release",
+        policy.release(&pod.uid, container, topology, &state, node),
+        evaluate::release(
+            &pod.uid,
+            container,
+            &native_topology,
+            &native_state,
+            &native_node,
+        ),
+    );
+    let request = podpolicy::bindings::ManagerRequest::Start(state.clone());
+    same(
+        "manager-operation start",
+        policy.manager_operation(&request, topology, node),
+        evaluate::manager_operation(&to_native(&request), &native_topology, &native_node),
     );
     // The defaulted pod, as `explain` evaluates it.
     if let Some(Ok(defaulted)) = defaulted {

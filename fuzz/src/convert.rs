@@ -46,7 +46,7 @@ macro_rules! same {
         }
     )*};
 }
-same!(String, bool, u32, u64, i32, f64, (String, String));
+same!(String, bool, u32, u64, i32, i64, f64, (String, String));
 
 /// Records whose fields all convert.
 macro_rules! record {
@@ -190,3 +190,141 @@ enumeration!(QosClass {
     Burstable,
     BestEffort
 });
+
+// KEP-5526 resource managers: topology, state, hints and manager requests.
+record!(TopologyCpu {
+    id,
+    core_id,
+    socket_id,
+    numa_node,
+    uncore_cache_id
+});
+record!(HugepagePool {
+    page_size_bytes,
+    pages
+});
+record!(NumaNodeInfo {
+    id,
+    memory_bytes,
+    hugepages,
+    distances
+});
+record!(NodeTopology { cpus, numa_nodes });
+record!(ContainerCpuset { container, cpuset });
+record!(PodCpuEntries {
+    pod_uid,
+    containers
+});
+record!(PodCpuset { pod_uid, cpuset });
+record!(CpuManagerState {
+    policy_name,
+    default_cpuset,
+    entries,
+    pod_entries
+});
+record!(MemoryTable {
+    resource_name,
+    total,
+    system_reserved,
+    allocatable,
+    reserved,
+    free
+});
+record!(NumaMemoryState {
+    numa_node,
+    number_of_assignments,
+    memory_map,
+    cells
+});
+record!(MemoryBlock {
+    numa_affinity,
+    resource_name,
+    size
+});
+record!(ContainerMemory { container, blocks });
+record!(PodMemoryEntries {
+    pod_uid,
+    containers
+});
+record!(PodMemory { pod_uid, blocks });
+record!(MemoryManagerState {
+    policy_name,
+    machine_state,
+    entries,
+    pod_entries
+});
+record!(ManagerState { cpu, memory });
+record!(TopologyHint {
+    numa_affinity,
+    preferred
+});
+record!(ResourceHints {
+    resource_name,
+    hints
+});
+record!(TakeCpusRequest {
+    algorithm,
+    available,
+    num_cpus,
+    cpu_group_size,
+    sorting,
+    prefer_align_by_uncore_cache
+});
+record!(AllocateCpusRequest {
+    state,
+    num_cpus,
+    numa_affinity,
+    reusable
+});
+record!(HintsRequest {
+    manager,
+    state,
+    pod,
+    container
+});
+record!(ContainerRequest {
+    manager,
+    state,
+    pod,
+    container,
+    hint
+});
+record!(PodRequest {
+    manager,
+    state,
+    pod,
+    hint
+});
+record!(RemoveRequest {
+    manager,
+    state,
+    pod_uid,
+    container
+});
+record!(PodRequestedRequest { manager, pod });
+enumeration!(ResourceManager { Cpu, Memory });
+enumeration!(TakeAlgorithm {
+    NumaPacked,
+    NumaDistributed
+});
+enumeration!(CpuSortingStrategy { Packed, Spread });
+
+impl ToNative for host::ManagerRequest {
+    type Native = native::ManagerRequest;
+    fn native(&self) -> native::ManagerRequest {
+        use host::ManagerRequest as H;
+        use native::ManagerRequest as N;
+        match self {
+            H::Start(v) => N::Start(v.native()),
+            H::TopologyMerge(v) => N::TopologyMerge(v.native()),
+            H::TakeCpus(v) => N::TakeCpus(v.native()),
+            H::AllocateCpus(v) => N::AllocateCpus(v.native()),
+            H::TopologyHints(v) => N::TopologyHints(v.native()),
+            H::Allocate(v) => N::Allocate(v.native()),
+            H::AllocatePod(v) => N::AllocatePod(v.native()),
+            H::AllocateContainers(v) => N::AllocateContainers(v.native()),
+            H::RemoveContainer(v) => N::RemoveContainer(v.native()),
+            H::PodRequested(v) => N::PodRequested(v.native()),
+        }
+    }
+}

@@ -24,9 +24,11 @@ use podpolicy::bindings as host;
 
 pub use policy_wasm::wit as native;
 
+pub mod alloc;
 pub mod checks;
 mod convert;
 pub mod seeds;
+pub mod sequence;
 pub use convert::{ToNative, to_native};
 
 /// The codec's result type.
@@ -816,6 +818,46 @@ impl<'a> Arbitrary<'a> for Case {
     fn arbitrary(u: &mut Unstructured<'a>) -> Result<Case> {
         let mut value = Case::new(empty_pod(), podpolicy::empty_node());
         case(&mut Reader { u }, &mut value)?;
+        Ok(value)
+    }
+}
+
+/// The input of the `differential` target: a pod case for the pod exports,
+/// then a manager case for `admit`, `release` and `manager-operation`.
+#[derive(Clone, Debug)]
+pub struct DiffCase {
+    /// The pod exports' input.
+    pub case: Case,
+    /// The managers' input.
+    pub managers: alloc::AllocCase,
+}
+
+impl DiffCase {
+    /// The bytes that decode to this input.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut value = self.clone();
+        let mut writer = Writer::default();
+        case(&mut writer, &mut value.case).expect("writing cannot fail");
+        alloc::alloc_case(&mut writer, &mut value.managers).expect("writing cannot fail");
+        writer.bytes
+    }
+
+    /// Decode bytes (never fails).
+    pub fn from_bytes(bytes: &[u8]) -> DiffCase {
+        let mut u = Unstructured::new(bytes);
+        DiffCase::arbitrary(&mut u).expect("decoding cannot fail")
+    }
+}
+
+impl<'a> Arbitrary<'a> for DiffCase {
+    fn arbitrary(u: &mut Unstructured<'a>) -> Result<DiffCase> {
+        let mut value = DiffCase {
+            case: Case::new(empty_pod(), podpolicy::empty_node()),
+            managers: alloc::AllocCase::default(),
+        };
+        let mut reader = Reader { u };
+        case(&mut reader, &mut value.case)?;
+        alloc::alloc_case(&mut reader, &mut value.managers)?;
         Ok(value)
     }
 }

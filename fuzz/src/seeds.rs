@@ -14,9 +14,11 @@ use podpolicy::bindings as host;
 use podpolicy::node_input::read_node;
 use podpolicy::pod_input::read_pods;
 
-use crate::{Case, render};
+use crate::alloc::{self, AllocCase};
+use crate::{Case, DiffCase, render};
 
-fn repository() -> PathBuf {
+/// The repository root (fuzz/ is one of its directories).
+pub(crate) fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("fuzz/ lives in the repository")
@@ -117,23 +119,82 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) {
     std::fs::rename(&tmp, &path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
 }
 
+/// Every pod of fixtures/pods (every document of every file).
+pub fn fixture_pods() -> Vec<host::Pod> {
+    yaml_files(&repository().join("fixtures/pods"))
+        .iter()
+        .flat_map(|f| read_pods(f).unwrap_or_else(|e| panic!("{e:#}")))
+        .map(|doc| doc.pod)
+        .collect()
+}
+
+/// The seeds of the `allocation` target, checked against the codec.
+pub fn allocation_cases() -> Vec<(String, AllocCase)> {
+    let cases = alloc::seed_cases();
+    for (name, case) in &cases {
+        assert_eq!(
+            AllocCase::from_bytes(&case.to_bytes()),
+            *case,
+            "{name} does not survive the codec"
+        );
+    }
+    cases
+}
+
+/// The seeds of the `differential` target: every pod case (with an empty
+/// manager case), and every allocation case (with an empty pod case).
+pub fn differential_cases() -> Vec<(String, DiffCase)> {
+    let mut out: Vec<(String, DiffCase)> = cases()
+        .into_iter()
+        .map(|(name, case)| {
+            let diff = DiffCase {
+                case,
+                managers: AllocCase::default(),
+            };
+            (name, diff)
+        })
+        .collect();
+    for (name, managers) in allocation_cases() {
+        let case = Case::new(crate::empty_pod(), podpolicy::empty_node());
+        out.push((format!("{name}-managers"), DiffCase { case, managers }));
+    }
+    out
+}
+
 /// Write the seeds of fuzz target `target` into `fuzz/corpus/<target>`.
 pub fn write_seed_corpus(target: &str) {
     let dir = repository().join("fuzz/corpus").join(target);
-    if target == "quantity" {
-        for (i, text) in quantities().iter().enumerate() {
-            write(&dir, &format!("seed-{i:03}"), text.as_bytes());
+    match target {
+        "quantity" => {
+            for (i, text) in quantities().iter().enumerate() {
+                write(&dir, &format!("seed-{i:03}"), text.as_bytes());
+            }
         }
-        return;
-    }
-    for (name, case) in cases() {
-        let bytes = case.to_bytes();
-        // The codec must give the fixture back, or the seed is not the fixture.
-        assert_eq!(
-            render(&Case::from_bytes(&bytes)),
-            render(&case),
-            "{name} does not survive the codec"
-        );
-        write(&dir, &name, &bytes);
+        "allocation" => {
+            for (name, case) in allocation_cases() {
+                write(&dir, &name, &case.to_bytes());
+            }
+        }
+        "differential" => {
+            for (name, diff) in differential_cases() {
+                let bytes = diff.to_bytes();
+                let again = DiffCase::from_bytes(&bytes);
+                assert_eq!(render(&again.case), render(&diff.case), "{name}");
+                assert_eq!(again.managers, diff.managers, "{name}");
+                write(&dir, &name, &bytes);
+            }
+        }
+        _ => {
+            for (name, case) in cases() {
+                let bytes = case.to_bytes();
+                // The codec must give the fixture back, or the seed is not the fixture.
+                assert_eq!(
+                    render(&Case::from_bytes(&bytes)),
+                    render(&case),
+                    "{name} does not survive the codec"
+                );
+                write(&dir, &name, &bytes);
+            }
+        }
     }
 }

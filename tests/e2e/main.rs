@@ -8,6 +8,7 @@
 //! - `cli`: the `podpolicy` binary as a user runs it, bad inputs included.
 //! - `conformance`: the shared vectors through the component.
 //! - `fixtures`: `explain -o json` of every pod in fixtures/pods against its golden file.
+//! - `fuzz_regressions`: findings of the fuzz targets, replayed through the component.
 //! - `managers`: KEP-5526 admission and release through the component on a
 //!   fixture machine: the KEP's examples and tables, errors, properties.
 //! - `memory_qos`: KEP-2570 tables, factor validation, node-level sums.
@@ -22,6 +23,7 @@ mod cli;
 mod component;
 mod conformance;
 mod fixtures;
+mod fuzz_regressions;
 mod hostile;
 mod hostile_policy;
 mod managers;

@@ -266,19 +266,31 @@ impl<'t> CpuAccumulator<'t> {
             .collect()
     }
 
+    // A socket or core is free when every CPU the machine has in it is
+    // available. Upstream compares with the averages `CPUsPerSocket` /
+    // `CPUsPerCore` (integer division), which on an uneven machine (an
+    // offline SMT sibling) calls a partly taken core free, and
+    // `takeFullCores` / `takeFullSockets` then hand out all its CPUs:
+    // reserved ones and other containers' exclusive ones (kubernetes#140495,
+    // fixed upstream by #140498). On even machines both agree.
     pub(crate) fn free_sockets(&self) -> Vec<u32> {
-        let per_socket = self.topo.cpus_per_socket();
+        let topo_details = self.topo.details();
         self.sort_available_sockets()
             .into_iter()
-            .filter(|&socket| self.free_in_socket(socket) == per_socket)
+            .filter(|&socket| {
+                self.free_in_socket(socket) == topo_details.cpus_in_sockets(&[socket]).len()
+            })
             .collect()
     }
 
     pub(crate) fn free_cores(&self) -> Vec<u32> {
-        let per_core = self.topo.cpus_per_core();
+        let topo_details = self.topo.details();
         self.sort_available_cores()
             .into_iter()
-            .filter(|&core| self.details.cpus_in_cores(&[core]).len() == per_core)
+            .filter(|&core| {
+                self.details.cpus_in_cores(&[core]).len()
+                    == topo_details.cpus_in_cores(&[core]).len()
+            })
             .collect()
     }
 
