@@ -463,7 +463,7 @@ impl NodeSpec {
             quantity("cpu", topology.cpus.len().to_string()),
             quantity("memory", memory.to_string()),
         ];
-        let cpu_static = self.cpu_policy % 4 != 0;
+        let cpu_static = !self.cpu_policy.is_multiple_of(4);
         if cpu_static {
             node.cpu_manager_policy = Some("static".into());
         }
@@ -508,7 +508,7 @@ impl NodeSpec {
                 reserved_list = Some(list);
             }
         }
-        let memory_static = self.memory_policy % 3 != 0;
+        let memory_static = !self.memory_policy.is_multiple_of(3);
         if memory_static {
             node.memory_manager_policy = Some("Static".into());
         }

@@ -169,7 +169,7 @@ struct Admitted {
 /// What one step does, planned from the model before either side runs it.
 enum Step {
     Admit {
-        pod: host::Pod,
+        pod: Box<host::Pod>,
         integral: Option<Vec<Option<usize>>>,
         /// Index in the admitted list when admitting again.
         again: Option<usize>,
@@ -206,7 +206,7 @@ impl Model {
                 let pod = g.build(&uid);
                 self.pods.push(pod.clone());
                 vec![Step::Admit {
-                    pod,
+                    pod: Box::new(pod),
                     integral: Some(g.integral_cpus()),
                     again: None,
                 }]
@@ -216,7 +216,7 @@ impl Model {
                 pod.uid = uid;
                 self.pods.push(pod.clone());
                 vec![Step::Admit {
-                    pod,
+                    pod: Box::new(pod),
                     integral: None,
                     again: None,
                 }]
@@ -235,7 +235,7 @@ impl Model {
                 let k = complete[usize::from(*j) % complete.len()];
                 let a = &self.admitted[k];
                 vec![Step::Admit {
-                    pod: a.pod.clone(),
+                    pod: Box::new(a.pod.clone()),
                     integral: a.integral.clone(),
                     again: Some(k),
                 }]
@@ -1073,6 +1073,7 @@ pub fn allocation(case: &AllocCase) {
                     integral,
                     again,
                 } => {
+                    let pod = *pod;
                     let what = format!("step {i} admit {}", pod.uid);
                     let result = native_admit(&setup, &pod, &state);
                     trace(&what, &result);
@@ -1224,6 +1225,7 @@ pub fn differential(policy: &PolicyRuntime, case: &AllocCase) {
                     integral,
                     again,
                 } => {
+                    let pod = *pod;
                     let Some(result) = same(
                         &format!("step {i}: admit"),
                         policy.admit(&pod, topology, &state, node),
