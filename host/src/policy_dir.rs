@@ -421,14 +421,13 @@ impl PolicyDirServer {
         let mut outcome = PollOutcome::default();
         for (path, request) in self.dir.requests()? {
             let result = match &request {
-                Request::Rollback => slot.rollback().map(|swap| {
+                Request::Rollback => slot.rollback().inspect(|swap| {
                     self.state.active_file = self
                         .state
                         .seen
                         .iter()
                         .find(|(digest, _)| **digest == swap.to_digest)
                         .map(|(_, v)| v.file.clone());
-                    swap
                 }),
                 Request::Activate(file) => self.try_candidate(slot, file, vet),
             };

@@ -126,9 +126,9 @@ pub fn core_wat(hostility: Hostility) -> String {
         } else {
             body(hostility, &sig.results)
         };
-        write!(
+        writeln!(
             funcs,
-            "(func (export \"{}\") (param {}) (result {}) {code})\n",
+            "(func (export \"{}\") (param {}) (result {}) {code})",
             func.name,
             params.join(" "),
             results.join(" ")
