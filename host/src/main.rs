@@ -164,6 +164,33 @@ enum Command {
         #[arg(long)]
         state: PathBuf,
     },
+    /// Serve Kubernetes admission reviews over HTTPS: /mutate (defaulting as
+    /// a JSONPatch), /validate (validation; resize rules for resource-only
+    /// updates), /healthz, /readyz, /metrics. Runs until SIGTERM or SIGINT.
+    Webhook {
+        /// Certificate chain, PEM (a TLS secret's tls.crt).
+        #[arg(long, value_name = "PEM")]
+        tls_cert: PathBuf,
+        /// Private key, PEM (a TLS secret's tls.key).
+        #[arg(long, value_name = "PEM")]
+        tls_key: PathBuf,
+        /// Address to listen on.
+        #[arg(long, value_name = "ADDR", default_value = podpolicy::webhook::DEFAULT_LISTEN)]
+        listen: std::net::SocketAddr,
+        /// Node settings file, for feature gates that differ from the 1.36
+        /// defaults; without it, every default (the webhook is cluster-side).
+        #[arg(long)]
+        node: Option<PathBuf>,
+        /// Policy evaluations at once (default: one per CPU).
+        #[arg(long, value_name = "N")]
+        max_concurrency: Option<usize>,
+        /// Largest request body accepted; larger ones get 413.
+        #[arg(long, value_name = "N", default_value_t = podpolicy::webhook::DEFAULT_MAX_BODY_BYTES)]
+        max_body_bytes: usize,
+        /// Deadline for one review, in milliseconds; after it, 504.
+        #[arg(long, value_name = "MS", default_value_t = podpolicy::webhook::DEFAULT_REQUEST_TIMEOUT.as_millis() as u64)]
+        request_timeout: u64,
+    },
     /// Run conformance vector files through the component.
     Conformance {
         /// Vector files.
@@ -435,6 +462,32 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 "released {pod_uid}/{container}; default cpuset now {}",
                 state.cpu.default_cpuset
             );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Webhook {
+            tls_cert,
+            tls_key,
+            listen,
+            node,
+            max_concurrency,
+            max_body_bytes,
+            request_timeout,
+        } => {
+            let node = match node {
+                Some(path) => read_node(&policy, Some(path))?,
+                None => podpolicy::empty_node(),
+            };
+            let tls = podpolicy::webhook::tls::server_config_from_files(tls_cert, tls_key)?;
+            let options = podpolicy::webhook::WebhookOptions {
+                listen: *listen,
+                node,
+                max_concurrency: max_concurrency
+                    .unwrap_or_else(podpolicy::webhook::default_concurrency),
+                max_body_bytes: *max_body_bytes,
+                request_timeout: Duration::from_millis((*request_timeout).max(1)),
+            };
+            let slot = std::sync::Arc::new(podpolicy::swap::PolicySlot::new(policy));
+            podpolicy::webhook::run(options, tls, slot)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Conformance { files } => {

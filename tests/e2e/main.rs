@@ -13,6 +13,7 @@
 //! - `properties`: proptest invariants over generated pods and nodes (memory order, ranges, defaulting).
 //! - `resize`: KEP-1287 plans, rejections, the usage guard, failure injection.
 //! - `sysfs`: topology discovery over fixtures/sysfs and broken trees.
+//! - `webhook`: the admission webhook over HTTPS on loopback, and the deploy/ manifests.
 
 mod apply;
 mod cli;
@@ -27,3 +28,4 @@ mod properties;
 mod resize;
 mod sysfs;
 mod util;
+mod webhook;
