@@ -50,13 +50,17 @@ struct TestServer {
 
 impl TestServer {
     async fn start(options: WebhookOptions) -> TestServer {
+        TestServer::start_with(options, slot()).await
+    }
+
+    async fn start_with(options: WebhookOptions, slot: Arc<PolicySlot>) -> TestServer {
         let cert = cert();
         let tls = podpolicy::webhook::tls::server_config_from_pem(
             cert.cert_pem.as_bytes(),
             cert.key_pem.as_bytes(),
         )
         .expect("TLS config");
-        let server = start(options, Arc::new(tls), slot())
+        let server = start(options, Arc::new(tls), slot)
             .await
             .expect("server starts");
         TestServer {
@@ -795,6 +799,63 @@ async fn concurrent_reviews_under_a_concurrency_bound_all_succeed() {
     for task in tasks {
         task.await.expect("client task");
     }
+    server.stop().await;
+}
+
+/// The embedded component with a custom section appended: the same policy
+/// under another digest, so that a swap is a real change of version.
+fn relabelled_policy() -> PolicyRuntime {
+    let mut bytes = podpolicy::runtime::EMBEDDED_POLICY.to_vec();
+    let name = b"podpolicy-test";
+    let payload = b"another version";
+    // Custom section: id 0, size, name (length-prefixed), payload; every length < 128.
+    bytes.push(0);
+    bytes.push((1 + name.len() + payload.len()) as u8);
+    bytes.push(name.len() as u8);
+    bytes.extend_from_slice(name);
+    bytes.extend_from_slice(payload);
+    PolicyRuntime::from_bytes(
+        &bytes,
+        &Cache::Dir(crate::util::cache_dir()),
+        Limits::default(),
+    )
+    .expect("the relabelled component loads")
+}
+
+/// Swaps and rollbacks of the slot while connections stay open: every
+/// review is answered, /metrics and /readyz name the version serving now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_swap_and_rollback_while_serving() {
+    let embedded =
+        PolicyRuntime::embedded(&Cache::Dir(crate::util::cache_dir()), Limits::default())
+            .expect("embedded policy");
+    let first_digest = embedded.digest().to_string();
+    let slot = Arc::new(PolicySlot::new(embedded));
+    let server = TestServer::start_with(options(), slot.clone()).await;
+    let mut client = server.client().await;
+    let doc = fixture("kep-ide.yaml");
+    let mut check = async |round: &str, digest: &str| {
+        for path in ["/mutate", "/validate"] {
+            let uid = format!("{round}{path}");
+            let reply = client
+                .post_json(path, &review(&uid, "CREATE", &doc.json, None))
+                .await
+                .expect("request");
+            assert_eq!(response_of(&reply, &uid)["allowed"], true, "{round} {path}");
+        }
+        let ready = client.get("/readyz").await.expect("request").text();
+        assert!(ready.contains(&digest[..12]), "{round}: {ready}");
+        let metrics = client.get("/metrics").await.expect("request").text();
+        assert!(metrics.contains(&format!("digest=\"{digest}\"")), "{round}");
+    };
+    check("before", &first_digest).await;
+    let candidate = relabelled_policy();
+    let second_digest = candidate.digest().to_string();
+    assert_ne!(first_digest, second_digest);
+    slot.activate(candidate, |_, _| Ok(())).expect("swap");
+    check("after the swap", &second_digest).await;
+    slot.rollback().expect("rollback");
+    check("after the rollback", &first_digest).await;
     server.stop().await;
 }
 

@@ -10,8 +10,9 @@
 //! What a review means is in [`review`]; this module is the server around
 //! it. Each review takes the serving policy from the [`PolicySlot`] once, so
 //! a hot swap never changes the policy under a request in flight. Evaluation
-//! runs on tokio's blocking pool behind a semaphore (`--max-concurrency`);
-//! the policy keeps its own fuel, epoch and memory limits. Bodies above
+//! runs off the async runtime on `--max-concurrency` evaluation threads
+//! (module `pool`), each with a warm policy instance, behind a semaphore of as
+//! many permits; the policy keeps its own fuel, epoch and memory limits. Bodies above
 //! `--max-body-bytes` get 413, a review that misses `--request-timeout` gets
 //! 504, a policy failure gets 500: HTTP errors, so that the webhook
 //! configuration's `failurePolicy` decides what the API server does, while a
@@ -23,6 +24,7 @@
 //! command: its own runtime, until SIGTERM or SIGINT.
 
 mod metrics;
+mod pool;
 pub mod review;
 pub mod tls;
 
@@ -59,6 +61,11 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 6 << 20;
 /// the API server gets our answer (a 504) rather than its own timeout.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_millis(3000);
 
+/// Reviews that may wait in the evaluation queue per evaluation thread.
+/// One is enough to keep a thread busy: it finds its next review queued
+/// instead of idling for the round trip that hands it one.
+const QUEUED_PER_THREAD: usize = 1;
+
 /// How long a TLS handshake may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a client may take to send request headers.
@@ -78,7 +85,9 @@ pub struct WebhookOptions {
     /// webhook is cluster-side, so by default [`crate::empty_node`] (every
     /// Kubernetes 1.36 default, no capacity).
     pub node: NodeSettings,
-    /// Policy evaluations running at once; more requests wait.
+    /// Policy evaluations running at once: the number of evaluation
+    /// threads. As many more may wait queued; further requests wait for a
+    /// place (within their deadline) without holding any.
     pub max_concurrency: usize,
     /// Largest request body accepted (413 above).
     pub max_body_bytes: usize,
@@ -111,6 +120,7 @@ struct Shared {
     slot: Arc<PolicySlot>,
     node: Arc<NodeSettings>,
     permits: Arc<Semaphore>,
+    pool: pool::EvaluationPool,
     max_body_bytes: usize,
     request_timeout: Duration,
     metrics: Metrics,
@@ -156,7 +166,12 @@ pub async fn start(
     let shared = Arc::new(Shared {
         slot,
         node: Arc::new(options.node),
-        permits: Arc::new(Semaphore::new(options.max_concurrency)),
+        permits: Arc::new(Semaphore::new(
+            options
+                .max_concurrency
+                .saturating_mul(QUEUED_PER_THREAD + 1),
+        )),
+        pool: pool::EvaluationPool::start(options.max_concurrency)?,
         max_body_bytes: options.max_body_bytes,
         request_timeout: options.request_timeout,
         metrics: Metrics::new(),
@@ -446,31 +461,35 @@ async fn answer(shared: &Arc<Shared>, endpoint: Endpoint, request: Request) -> R
             "the server is shutting down",
         );
     };
-    let policy = shared.slot.current();
-    let node = shared.node.clone();
-    let in_flight = InFlight::new(shared.metrics.in_flight().clone());
-    let evaluated = tokio::task::spawn_blocking(move || {
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let job = pool::Job {
+        policy: shared.slot.current(),
+        node: shared.node.clone(),
+        endpoint,
+        request,
+        reply,
         // Held until the evaluation ends, even when the request timed out
         // and nobody waits for it any more: the bound is on running work.
-        let _permit = permit;
-        let _in_flight = in_flight;
-        if request.dry_run == Some(true) {
-            tracing::debug!(uid = %request.uid, "dry run: answered like any review (no side effects)");
-        }
-        review::review(&policy, &node, endpoint, &request)
-    })
-    .await;
-    match evaluated {
+        guards: Box::new((permit, InFlight::new(shared.metrics.in_flight().clone()))),
+    };
+    if shared.pool.submit(job).is_err() {
+        return Reply::error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "error",
+            "the evaluation threads are gone (shutting down)",
+        );
+    }
+    match answer.await {
         Ok(Ok(verdict)) => Reply::Review(verdict),
         Ok(Err(e)) => Reply::error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "error",
             format!("podpolicy: the policy failed on this review: {e:#}"),
         ),
-        Err(e) => Reply::error(
+        Err(_) => Reply::error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "error",
-            format!("podpolicy: the evaluation task failed: {e}"),
+            "podpolicy: the evaluation thread dropped the review",
         ),
     }
 }

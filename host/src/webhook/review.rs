@@ -18,8 +18,37 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::bindings::{ErrorReason, FieldError, NodeSettings, Pod, ResizeDecision};
-use crate::runtime::PolicyRuntime;
+use crate::bindings::{ErrorReason, FieldError, NodeSettings, Pod, PodPolicy, ResizeDecision};
+use crate::runtime::{CallState, PolicyRuntime, WarmPolicy};
+
+/// Runs policy calls: a fresh instance per call (`&PolicyRuntime`, the
+/// host's default) or one warm instance reused across calls
+/// ([`WarmPolicy`], what the webhook's evaluation threads keep).
+pub trait PolicyCalls {
+    /// Run one call with the full sandbox budget.
+    fn call<T>(
+        &mut self,
+        f: impl FnOnce(&PodPolicy, &mut wasmtime::Store<CallState>) -> wasmtime::Result<T>,
+    ) -> Result<T>;
+}
+
+impl PolicyCalls for &PolicyRuntime {
+    fn call<T>(
+        &mut self,
+        f: impl FnOnce(&PodPolicy, &mut wasmtime::Store<CallState>) -> wasmtime::Result<T>,
+    ) -> Result<T> {
+        PolicyRuntime::call(self, f)
+    }
+}
+
+impl PolicyCalls for WarmPolicy<'_> {
+    fn call<T>(
+        &mut self,
+        f: impl FnOnce(&PodPolicy, &mut wasmtime::Store<CallState>) -> wasmtime::Result<T>,
+    ) -> Result<T> {
+        WarmPolicy::call(self, f)
+    }
+}
 
 /// The only review version served (the API server sends what
 /// `admissionReviewVersions` lists; the manifests list `v1`).
@@ -237,26 +266,12 @@ pub fn parse(body: &[u8]) -> std::result::Result<AdmissionRequest, BadReview> {
             e.valid_up_to()
         ))
     })?;
-    let mut deserializer = serde_json::Deserializer::from_str(text);
-    let review: AdmissionReview =
-        serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
-            let path = e.path().to_string();
-            let inner = e.into_inner();
-            if path == "." {
-                BadReview(format!(
-                    "the request body is not an AdmissionReview: {inner}"
-                ))
-            } else {
-                BadReview(format!(
-                    "the request body is not an AdmissionReview: {path}: {inner}"
-                ))
-            }
-        })?;
-    deserializer.end().map_err(|e| {
-        BadReview(format!(
-            "the request body has trailing data after the AdmissionReview: {e}"
-        ))
-    })?;
+    // Path tracking costs a wrapper per JSON node: parse plainly, and only
+    // when that fails parse again to say where.
+    let review: AdmissionReview = match serde_json::from_str(text) {
+        Ok(review) => review,
+        Err(plain) => return Err(explain_parse_error(text, plain)),
+    };
     if review.api_version != API_VERSION || review.kind != KIND {
         return Err(BadReview(format!(
             "expected apiVersion `{API_VERSION}` and kind `{KIND}`, got `{}` and `{}`",
@@ -270,6 +285,33 @@ pub fn parse(body: &[u8]) -> std::result::Result<AdmissionRequest, BadReview> {
         return Err(BadReview("`request.uid` is empty".into()));
     }
     Ok(request)
+}
+
+/// The message for a body that does not parse, with the field path.
+fn explain_parse_error(text: &str, plain: serde_json::Error) -> BadReview {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let tracked: std::result::Result<AdmissionReview, _> =
+        serde_path_to_error::deserialize(&mut deserializer);
+    let error = match tracked {
+        Err(e) => e,
+        // Only trailing data can fail the plain parse but not this one.
+        Ok(_) => {
+            return BadReview(format!(
+                "the request body has trailing data after the AdmissionReview: {plain}"
+            ));
+        }
+    };
+    let path = error.path().to_string();
+    let inner = error.into_inner();
+    if path == "." {
+        BadReview(format!(
+            "the request body is not an AdmissionReview: {inner}"
+        ))
+    } else {
+        BadReview(format!(
+            "the request body is not an AdmissionReview: {path}: {inner}"
+        ))
+    }
 }
 
 /// Serialise the review carrying `response`.
@@ -482,7 +524,7 @@ fn read_pod(uid: &str, what: &str, value: &Value) -> std::result::Result<Pod, Ve
 /// deadline, memory cap): the server turns it into an HTTP 500 so that the
 /// webhook configuration's `failurePolicy` decides, not this code.
 pub fn review(
-    policy: &PolicyRuntime,
+    policy: &mut impl PolicyCalls,
     node: &NodeSettings,
     endpoint: Endpoint,
     request: &AdmissionRequest,
@@ -535,7 +577,7 @@ pub fn review(
                 validate_resize(policy, node, uid, &name, &old, &pod)
             }
             _ => {
-                let errors = policy.validate_pod(&pod, node)?;
+                let errors = policy.call(|p, store| p.call_validate_pod(store, &pod, node))?;
                 Ok(if errors.is_empty() {
                     allow(uid, Outcome::Allowed)
                 } else {
@@ -547,13 +589,13 @@ pub fn review(
 }
 
 fn mutate(
-    policy: &PolicyRuntime,
+    policy: &mut impl PolicyCalls,
     node: &NodeSettings,
     uid: &str,
     name: &str,
     pod: &Pod,
 ) -> Result<Verdict> {
-    let defaulted = match policy.default_pod(pod, node)? {
+    let defaulted = match policy.call(|p, store| p.call_default_pod(store, pod, node))? {
         Ok(defaulted) => defaulted,
         Err(errors) => return Ok(deny_invalid(uid, name, &errors)),
     };
@@ -572,17 +614,19 @@ fn mutate(
 /// and the new pod. Only `Invalid` is the API's business; whether the resize
 /// fits (Deferred, Infeasible) is the node's, so those are allowed.
 fn validate_resize(
-    policy: &PolicyRuntime,
+    policy: &mut impl PolicyCalls,
     node: &NodeSettings,
     uid: &str,
     name: &str,
     old: &Pod,
     new: &Pod,
 ) -> Result<Verdict> {
-    let plan = match policy.resize_plan(old, new, &Vec::new(), node)? {
-        Ok(plan) => plan,
-        Err(errors) => return Ok(deny_invalid(uid, name, &errors)),
-    };
+    let no_others = Vec::new();
+    let plan =
+        match policy.call(|p, store| p.call_resize_plan(store, old, new, &no_others, node))? {
+            Ok(plan) => plan,
+            Err(errors) => return Ok(deny_invalid(uid, name, &errors)),
+        };
     if plan.decision != ResizeDecision::Invalid {
         return Ok(allow(uid, Outcome::Allowed));
     }
