@@ -411,7 +411,8 @@ async fn bad_inputs_get_clear_4xx_answers_and_the_server_keeps_serving() {
     not_utf8.splice(at..at, [0xff, 0xfe]);
 
     // (what, path, content type, body, status, text in the answer)
-    let cases: Vec<(&str, &str, &str, Vec<u8>, u16, &str)> = vec![
+    type Case<'a> = (&'a str, &'a str, &'a str, Vec<u8>, u16, &'a str);
+    let cases: Vec<Case> = vec![
         (
             "not JSON",
             "/mutate",

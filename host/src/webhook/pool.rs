@@ -40,6 +40,10 @@ pub(crate) struct Job {
     pub guards: Box<dyn Send>,
 }
 
+/// The evaluation threads have ended.
+#[derive(Debug)]
+pub(crate) struct Closed;
+
 /// The threads and the queue in front of them.
 pub(crate) struct EvaluationPool {
     queue: Sender<Job>,
@@ -60,9 +64,10 @@ impl EvaluationPool {
         Ok(EvaluationPool { queue })
     }
 
-    /// Queue a job; `Err` gives it back when the threads are gone.
-    pub(crate) fn submit(&self, job: Job) -> std::result::Result<(), Job> {
-        self.queue.send(job).map_err(|e| e.0)
+    /// Queue a job; `Err` when the threads are gone (the job is dropped,
+    /// which releases its guards).
+    pub(crate) fn submit(&self, job: Job) -> std::result::Result<(), Closed> {
+        self.queue.send(job).map_err(|_| Closed)
     }
 }
 

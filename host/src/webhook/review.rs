@@ -499,24 +499,24 @@ fn without_resources(spec: Option<&Value>) -> Option<Value> {
 }
 
 /// The pod in `value`, or the denial that says why it cannot be read.
-fn read_pod(uid: &str, what: &str, value: &Value) -> std::result::Result<Pod, Verdict> {
+fn read_pod(uid: &str, what: &str, value: &Value) -> std::result::Result<Pod, Box<Verdict>> {
     if let Some(kind) = value.get("kind").and_then(Value::as_str)
         && kind != "Pod"
     {
-        return Err(deny_message(
+        return Err(Box::new(deny_message(
             uid,
             "BadRequest",
             400,
             format!("{what}.kind is `{kind}`, expected Pod"),
-        ));
+        )));
     }
     crate::pod_input::pod_from_json(value).map_err(|e| {
-        deny_message(
+        Box::new(deny_message(
             uid,
             "BadRequest",
             400,
             format!("{what} is not a valid Pod: {e:#}"),
-        )
+        ))
     })
 }
 
@@ -564,7 +564,7 @@ pub fn review(
     let name = pod_name(request, object);
     let pod = match read_pod(uid, "request.object", object) {
         Ok(pod) => pod,
-        Err(denial) => return Ok(denial),
+        Err(denial) => return Ok(*denial),
     };
     match endpoint {
         Endpoint::Mutate => mutate(policy, node, uid, &name, &pod),
@@ -572,7 +572,7 @@ pub fn review(
             (Some(SpecChange::ResourcesOnly), Some(old_json)) => {
                 let old = match read_pod(uid, "request.oldObject", old_json) {
                     Ok(pod) => pod,
-                    Err(denial) => return Ok(denial),
+                    Err(denial) => return Ok(*denial),
                 };
                 validate_resize(policy, node, uid, &name, &old, &pod)
             }
