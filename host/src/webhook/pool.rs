@@ -108,9 +108,11 @@ fn worker(jobs: &Mutex<Receiver<Job>>) {
                 // stop leaves it mid-call. Start over with a new one.
                 warm = None;
             }
+            // The evaluation is over: free its place before answering, so
+            // that whoever reads the answer sees the gauge already down.
+            drop(job.guards);
             // The requester may have given up (deadline): nothing to do then.
             let _ = job.reply.send(result);
-            drop(job.guards);
             match next(jobs) {
                 Some(following) if Arc::ptr_eq(&following.policy, &runtime) => job = following,
                 Some(following) => {

@@ -722,8 +722,17 @@ mod tests {
                 "request.operation: unknown variant `PATCH`",
             ),
             (
-                format!("{}{}", "[".repeat(10_000), "]".repeat(10_000)).into_bytes(),
+                format!(
+                    r#"{{"apiVersion":"{API_VERSION}","kind":"{KIND}","request":{{"uid":"u","object":{}{}}}}}"#,
+                    "[".repeat(10_000),
+                    "]".repeat(10_000)
+                )
+                .into_bytes(),
                 "recursion limit exceeded",
+            ),
+            (
+                format!("{}{}", "[".repeat(10_000), "]".repeat(10_000)).into_bytes(),
+                "invalid type: sequence",
             ),
             (
                 [body(review_json(pod_request())), b"{}".to_vec()].concat(),
