@@ -401,11 +401,15 @@ async fn bad_inputs_get_clear_4xx_answers_and_the_server_keeps_serving() {
     empty_uid["request"]["uid"] = json!("");
     let mut huge = good.clone();
     huge["request"]["object"]["metadata"]["annotations"] = json!({"big": "x".repeat(20 << 20)});
-    let deep = format!(
-        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"deep","object":{}{}}}}}"#,
-        "[".repeat(10_000),
-        "]".repeat(10_000)
-    );
+    // 10k-deep nesting, where the review itself should be and inside a good review.
+    let nested = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    let deep_review = serde_json::to_string(&{
+        let mut review = good.clone();
+        review["request"]["object"] = json!("@@DEEP@@");
+        review
+    })
+    .unwrap()
+    .replace("\"@@DEEP@@\"", &nested);
     let mut not_utf8 = body(&good);
     let at = not_utf8.len() / 2;
     not_utf8.splice(at..at, [0xff, 0xfe]);
@@ -470,12 +474,12 @@ async fn bad_inputs_get_clear_4xx_answers_and_the_server_keeps_serving() {
             "larger than the limit of 6291456 bytes",
         ),
         (
-            "10k-deep nesting",
+            "10k-deep nesting as the body",
             "/validate",
             "application/json",
-            deep.into_bytes(),
+            nested.clone().into_bytes(),
             400,
-            "recursion limit exceeded",
+            "not an AdmissionReview: not a JSON object",
         ),
         (
             "invalid UTF-8",
@@ -521,6 +525,20 @@ async fn bad_inputs_get_clear_4xx_answers_and_the_server_keeps_serving() {
         let message = response["status"]["message"].as_str().unwrap();
         assert!(
             message.starts_with("request.object is not a valid Pod: spec.containers: invalid type"),
+            "{message}"
+        );
+    }
+    // A 10k-deep object in a good review: denied at the depth limit.
+    for path in ["/mutate", "/validate"] {
+        let reply = client
+            .post(path, "application/json", deep_review.clone().into_bytes())
+            .await
+            .expect("request");
+        let response = response_of(&reply, "bad-1");
+        assert_eq!(response["allowed"], false);
+        let message = response["status"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("request.object is not JSON: recursion limit exceeded"),
             "{message}"
         );
     }
