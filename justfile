@@ -41,6 +41,11 @@ fuzz seconds=env_var_or_default("FUZZ_SECONDS", "60") *args:
 bench *args:
     cargo bench --locked -p podpolicy --bench policy -- {{args}}
 
+# Load on the admission webhook over HTTPS on loopback (BENCHMARKS.md);
+# e.g. `just webhook-load --connections 16 --seconds 20 --mode mixed`.
+webhook-load *args:
+    cargo bench --locked -p podpolicy --bench webhook_load -- {{args}}
+
 # Real-kernel cgroup v2 test: `podpolicy apply` in a qemu (TCG) VM; installs qemu with apt-get if missing.
 vm-test:
     bash tests/vm/run.sh

@@ -44,6 +44,7 @@ pub mod runtime;
 pub mod swap;
 pub mod sysfs;
 pub mod topology_input;
+pub mod webhook;
 
 use anyhow::Result;
 

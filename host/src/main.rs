@@ -206,6 +206,37 @@ enum Command {
         #[arg(long)]
         once: bool,
     },
+    /// Serve Kubernetes admission reviews over HTTPS: /mutate (defaulting as
+    /// a JSONPatch), /validate (validation; resize rules for resource-only
+    /// updates), /healthz, /readyz, /metrics. Runs until SIGTERM or SIGINT.
+    Webhook {
+        /// Certificate chain, PEM (a TLS secret's tls.crt).
+        #[arg(long, value_name = "PEM")]
+        tls_cert: PathBuf,
+        /// Private key, PEM (a TLS secret's tls.key).
+        #[arg(long, value_name = "PEM")]
+        tls_key: PathBuf,
+        /// Address to listen on.
+        #[arg(long, value_name = "ADDR", default_value = podpolicy::webhook::DEFAULT_LISTEN)]
+        listen: std::net::SocketAddr,
+        /// Node settings file, for feature gates that differ from the 1.36
+        /// defaults; without it, every default (the webhook is cluster-side).
+        #[arg(long)]
+        node: Option<PathBuf>,
+        /// Policy evaluations at once (default: one per CPU).
+        #[arg(long, value_name = "N")]
+        max_concurrency: Option<usize>,
+        /// Largest request body accepted; larger ones get 413.
+        #[arg(long, value_name = "N", default_value_t = podpolicy::webhook::DEFAULT_MAX_BODY_BYTES)]
+        max_body_bytes: usize,
+        /// Deadline for one review, in milliseconds; after it, 504.
+        #[arg(long, value_name = "MS", default_value_t = podpolicy::webhook::DEFAULT_REQUEST_TIMEOUT.as_millis() as u64)]
+        request_timeout: u64,
+        /// Directory of policy versions to hot swap (`podpolicy policy activate|rollback`);
+        /// candidates are vetted by the built-in self-check.
+        #[arg(long, value_name = "DIR")]
+        policy_dir: Option<PathBuf>,
+    },
     /// Run conformance vector files through the component.
     Conformance {
         /// Vector files.
@@ -601,6 +632,56 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 "released {pod_uid}/{container}; default cpuset now {}",
                 state.cpu.default_cpuset
             );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Webhook {
+            tls_cert,
+            tls_key,
+            listen,
+            node,
+            max_concurrency,
+            max_body_bytes,
+            request_timeout,
+            policy_dir,
+        } => {
+            let node = match node {
+                Some(path) => read_node(&policy, Some(path))?,
+                None => podpolicy::empty_node(),
+            };
+            let tls = podpolicy::webhook::tls::server_config_from_files(tls_cert, tls_key)?;
+            let options = podpolicy::webhook::WebhookOptions {
+                listen: *listen,
+                node,
+                max_concurrency: max_concurrency
+                    .unwrap_or_else(podpolicy::webhook::default_concurrency),
+                max_body_bytes: *max_body_bytes,
+                request_timeout: Duration::from_millis((*request_timeout).max(1)),
+            };
+            let slot = std::sync::Arc::new(podpolicy::swap::PolicySlot::new(policy));
+            if let Some(dir) = policy_dir {
+                // The same policy directory as the agent's; with no pods of
+                // its own, the webhook vets candidates with the self-check.
+                let server = podpolicy::policy_dir::PolicyDirServer::start(
+                    dir,
+                    &slot,
+                    cache(&cli),
+                    limits(&cli),
+                )?;
+                podpolicy::policy_dir::watch_in_background(
+                    server,
+                    slot.clone(),
+                    Duration::from_secs(1),
+                    |outcome| {
+                        for swap in &outcome.swapped {
+                            tracing::info!(to = %swap.to_digest, version = %swap.to_version, "policy swapped");
+                        }
+                        for reason in &outcome.rejected {
+                            tracing::warn!(reason = %reason, "policy candidate or request rejected");
+                        }
+                    },
+                )?;
+            }
+            podpolicy::webhook::run(options, tls, slot)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Conformance { files } => {

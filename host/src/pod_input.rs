@@ -173,8 +173,13 @@ fn stringify_quantities(value: &mut Value) {
 pub fn pod_from_json(json: &Value) -> Result<wit::Pod> {
     let mut json = json.clone();
     stringify_quantities(&mut json);
-    let pod: core::Pod = serde_path_to_error::deserialize(&json)
-        .map_err(|e| anyhow!("{}: {}", display_path(e.path()), e.inner()))?;
+    // Path tracking is slow on large pods (the webhook's hot path): only a
+    // pod that fails to parse pays for it, to say where.
+    let pod: core::Pod = match serde::Deserialize::deserialize(&json) {
+        Ok(pod) => pod,
+        Err(_) => serde_path_to_error::deserialize(&json)
+            .map_err(|e| anyhow!("{}: {}", display_path(e.path()), e.inner()))?,
+    };
     let mut out = pod_to_wit(&pod);
     // k8s-openapi 1.36 knows the alpha claim status as a flat `resources`
     // map; newer servers send `mapping` and `overhead`. Read both shapes.

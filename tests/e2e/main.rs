@@ -16,6 +16,7 @@
 //! - `properties`: proptest invariants over generated pods and nodes (memory order, ranges, defaulting).
 //! - `resize`: KEP-1287 plans, rejections, the usage guard, failure injection.
 //! - `sysfs`: topology discovery over fixtures/sysfs and broken trees.
+//! - `webhook`: the admission webhook over HTTPS on loopback, and the deploy/ manifests.
 
 mod agent;
 mod apply;
@@ -33,3 +34,4 @@ mod properties;
 mod resize;
 mod sysfs;
 mod util;
+mod webhook;
