@@ -34,6 +34,7 @@ struct Settings {
     warmup_seconds: u64,
     mixed: bool,
     breakdown: bool,
+    max_concurrency: Option<usize>,
 }
 
 fn settings() -> Result<Settings> {
@@ -43,6 +44,7 @@ fn settings() -> Result<Settings> {
         warmup_seconds: 2,
         mixed: false,
         breakdown: false,
+        max_concurrency: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -54,6 +56,9 @@ fn settings() -> Result<Settings> {
             "--seconds" => settings.seconds = value("--seconds")?.parse()?,
             "--warmup" => settings.warmup_seconds = value("--warmup")?.parse()?,
             "--breakdown" => settings.breakdown = true,
+            "--max-concurrency" => {
+                settings.max_concurrency = Some(value("--max-concurrency")?.parse()?)
+            }
             "--mode" => {
                 settings.mixed = match value("--mode")?.as_str() {
                     "mutate" => false,
@@ -280,10 +285,13 @@ fn main() -> Result<()> {
         cert.cert_pem.as_bytes(),
         cert.key_pem.as_bytes(),
     )?;
-    let options = WebhookOptions {
+    let mut options = WebhookOptions {
         listen: "127.0.0.1:0".parse()?,
         ..WebhookOptions::default()
     };
+    if let Some(n) = settings.max_concurrency {
+        options.max_concurrency = n;
+    }
     let max_concurrency = options.max_concurrency;
     let server = server_runtime.block_on(start(options, Arc::new(tls), slot))?;
     let addr = server.local_addr();
@@ -303,7 +311,8 @@ fn main() -> Result<()> {
     let start_at = Instant::now() + Duration::from_millis(200);
     let measure_from = start_at + warmup;
     let stop_at = measure_from + measure;
-    // CPU use over the measured window, by role.
+    // CPU use over the measured window, by role: the first snapshot when
+    // measuring starts, the second when it ends (the server still runs).
     let sampler = std::thread::spawn(move || {
         std::thread::sleep(measure_from.saturating_duration_since(Instant::now()));
         let before = cpu_by_role();
@@ -388,6 +397,7 @@ fn main() -> Result<()> {
         .join()
         .map_err(|_| anyhow::anyhow!("the client thread panicked"))??;
 
+    let cpu = sampler.join().unwrap_or_default();
     server_runtime.block_on(server.shutdown())?;
 
     let mut latencies: Vec<u32> = tallies
@@ -418,7 +428,6 @@ fn main() -> Result<()> {
         percentile(&latencies, 99.0),
         latencies.last().map_or(0.0, |&us| f64::from(us) / 1000.0),
     );
-    let cpu = sampler.join().unwrap_or_default();
     let total: f64 = cpu.iter().map(|(_, seconds)| seconds).sum();
     if reviews > 0 {
         let per_review = |seconds: f64| seconds / reviews as f64 * 1e6;

@@ -1194,3 +1194,90 @@ fn deploy_manifests_parse_as_their_kinds_and_match_the_server() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------
+// The `podpolicy webhook` command
+// ---------------------------------------------------------------------------
+
+/// The binary serves on the address it prints, answers over HTTPS, and ends
+/// cleanly (exit 0) on SIGTERM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhook_command_serves_and_stops_on_sigterm() {
+    use std::io::BufRead;
+    let dir = crate::util::temp_dir("webhook-cli");
+    let cert = cert();
+    std::fs::write(dir.join("tls.crt"), &cert.cert_pem).expect("write cert");
+    std::fs::write(dir.join("tls.key"), &cert.key_pem).expect("write key");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_podpolicy"))
+        .args(["webhook", "--listen", "127.0.0.1:0", "--tls-cert"])
+        .arg(dir.join("tls.crt"))
+        .arg("--tls-key")
+        .arg(dir.join("tls.key"))
+        .env("PODPOLICY_CACHE_DIR", crate::util::cache_dir())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("podpolicy webhook starts");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    stderr.read_line(&mut line).expect("a first line");
+    let addr: std::net::SocketAddr = line
+        .strip_prefix("podpolicy webhook: serving https://")
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("unexpected first line: {line}"))
+        .parse()
+        .expect("an address");
+    let mut client = Client::connect(addr, client_config(&cert.cert_der))
+        .await
+        .expect("connects");
+    assert_eq!(client.get("/healthz").await.expect("request").status, 200);
+    let doc = fixture("kep-ide.yaml");
+    let reply = client
+        .post_json("/mutate", &review("cli-1", "CREATE", &doc.json, None))
+        .await
+        .expect("request");
+    assert_eq!(response_of(&reply, "cli-1")["patchType"], "JSONPatch");
+    drop(client);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    let status = child.wait().expect("exits");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).expect("stderr");
+    assert!(status.success(), "{status}: {rest}");
+    assert!(rest.contains("shutting down"), "{rest}");
+}
+
+/// Unreadable or mismatched TLS files: exit 2 with a message naming them.
+#[test]
+fn the_webhook_command_refuses_bad_tls_files() {
+    let dir = crate::util::temp_dir("webhook-bad-tls");
+    std::fs::write(dir.join("empty.pem"), "").expect("write");
+    let missing = dir.join("missing.pem");
+    let empty = dir.join("empty.pem");
+    let (code, _, stderr) = crate::util::podpolicy(&[
+        "webhook",
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        missing.to_str().unwrap(),
+        "--tls-key",
+        empty.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("missing.pem"), "{stderr}");
+    let (code, _, stderr) = crate::util::podpolicy(&[
+        "webhook",
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        empty.to_str().unwrap(),
+        "--tls-key",
+        empty.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("no CERTIFICATE block"), "{stderr}");
+}
