@@ -513,12 +513,19 @@ impl Agent {
                 // Check the cpusets (non-empty, inside the topology) before
                 // the state that implies them is saved.
                 let qos = crate::output::qos_from_explanation(&explanation)?;
-                if let Err(e) =
-                    crate::admit::cpuset_values(&admission, &pod, qos, &node, &managers.topology)
-                {
-                    report.errors.push(format!("{}: {e:#}", explanation.pod));
-                    continue;
-                }
+                let values = match crate::admit::cpuset_values(
+                    &admission,
+                    &pod,
+                    qos,
+                    &node,
+                    &managers.topology,
+                ) {
+                    Ok(values) => values,
+                    Err(e) => {
+                        report.errors.push(format!("{}: {e:#}", explanation.pod));
+                        continue;
+                    }
+                };
                 checkpoint::save(&self.options.state_dir, &admission.state)
                     .context("saving the manager checkpoints")?;
                 managers.state = admission.state.clone();
@@ -557,16 +564,17 @@ impl Agent {
                         .inc();
                 }
                 managers.admissions.insert(uid.clone(), admission);
+                extra.extend(values);
+            } else {
+                let qos = crate::output::qos_from_explanation(&explanation)?;
+                extra.extend(crate::admit::cpuset_values(
+                    &managers.admissions[&uid],
+                    &pod,
+                    qos,
+                    &node,
+                    &managers.topology,
+                )?);
             }
-            let admission = &managers.admissions[&uid];
-            let qos = crate::output::qos_from_explanation(&explanation)?;
-            extra.extend(crate::admit::cpuset_values(
-                admission,
-                &pod,
-                qos,
-                &node,
-                &managers.topology,
-            )?);
             kept.push((doc, explanation, pod));
         }
         self.update_assignment_metrics();

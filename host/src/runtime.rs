@@ -273,21 +273,7 @@ impl PolicyRuntime {
         &self,
         f: impl FnOnce(&PodPolicy, &mut Store<CallState>) -> wasmtime::Result<T>,
     ) -> Result<T> {
-        let limits = StoreLimitsBuilder::new()
-            .memory_size(self.limits.memory_bytes)
-            .trap_on_grow_failure(true)
-            .build();
-        let mut store = Store::new(&self.engine, CallState { limits });
-        store.limiter(|state| &mut state.limits);
-        store
-            .set_fuel(self.limits.fuel)
-            .map_err(|e| anyhow!("setting the fuel budget: {e:#}"))?;
-        let ticks = (self.limits.deadline.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64;
-        store.set_epoch_deadline(ticks);
-        let policy = self
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| describe_failure(e, "instantiating the policy"))?;
+        let (mut store, policy) = self.instance()?;
         f(&policy, &mut store).map_err(|e| describe_failure(e, "the policy call failed"))
     }
 }
@@ -330,6 +316,17 @@ pub struct WarmPolicy<'a> {
 impl PolicyRuntime {
     /// Instantiate the policy once for many calls (see [`WarmPolicy`]).
     pub fn warm(&self) -> Result<WarmPolicy<'_>> {
+        let (store, policy) = self.instance()?;
+        Ok(WarmPolicy {
+            runtime: self,
+            store,
+            policy,
+        })
+    }
+
+    /// A fresh store with the memory cap, a full fuel budget and the epoch
+    /// deadline, and the policy instantiated in it.
+    fn instance(&self) -> Result<(Store<CallState>, PodPolicy)> {
         let limits = StoreLimitsBuilder::new()
             .memory_size(self.limits.memory_bytes)
             .trap_on_grow_failure(true)
@@ -344,11 +341,7 @@ impl PolicyRuntime {
             .pre
             .instantiate(&mut store)
             .map_err(|e| describe_failure(e, "instantiating the policy"))?;
-        Ok(WarmPolicy {
-            runtime: self,
-            store,
-            policy,
-        })
+        Ok((store, policy))
     }
 
     fn deadline_ticks(&self) -> u64 {
