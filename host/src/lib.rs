@@ -16,6 +16,7 @@
 //! println!("policy {}", policy.info().policy_version);
 //! # Ok::<(), anyhow::Error>(())
 //! ```
+#![warn(missing_docs)]
 
 pub mod bindings {
     //! Host-side types and call stubs generated from `wit/policy.wit`.
