@@ -26,6 +26,42 @@ pub mod bindings {
         world: "pod-policy",
         additional_derives: [serde::Serialize, PartialEq],
     });
+
+    /// Lists every export of the world once, so a new export that is missing
+    /// here is a compile error (the struct literal below must name them all).
+    macro_rules! load_exports {
+        ($load:expr, $indices:expr; $($field:ident),* $(,)?) => {
+            PodPolicy { $($field: $load(&$indices.$field, stringify!($field))?,)* }
+        };
+    }
+
+    impl<T: 'static> PodPolicyPre<T> {
+        /// Instantiate without type-checking the exports again.
+        ///
+        /// The generated `instantiate` type-checks all 15 exports (the big pod
+        /// and topology records included) on every instance, about a tenth of
+        /// a fresh call. `PodPolicyPre::new` already checked them against the
+        /// component's type, which every instance of it shares, so here the
+        /// exports are only looked up by their precomputed indices.
+        pub fn instantiate_prechecked(
+            &self,
+            mut store: impl wasmtime::AsContextMut<Data = T>,
+        ) -> wasmtime::Result<PodPolicy> {
+            let mut store = store.as_context_mut();
+            let instance = self.instance_pre.instantiate(&mut store)?;
+            let mut load = |index: &wasmtime::component::ComponentExportIndex, name: &str| {
+                instance
+                    .get_func(&mut store, index)
+                    .ok_or_else(|| wasmtime::format_err!("no export `{name}` found"))
+            };
+            Ok(load_exports!(load, self.indices;
+                policy_info, validate_node, default_pod, validate_pod,
+                effective_resources, qos_class, pod_resource_config,
+                oom_score_adjust, container_memory_high, node_memory_qos,
+                resize_plan, evaluate, admit, release, manager_operation,
+            ))
+        }
+    }
 }
 
 pub mod admit;

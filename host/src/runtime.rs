@@ -339,7 +339,7 @@ impl PolicyRuntime {
         store.set_epoch_deadline(self.deadline_ticks());
         let policy = self
             .pre
-            .instantiate(&mut store)
+            .instantiate_prechecked(&mut store)
             .map_err(|e| describe_failure(e, "instantiating the policy"))?;
         Ok((store, policy))
     }
