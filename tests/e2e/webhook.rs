@@ -849,6 +849,9 @@ async fn hot_swap_and_rollback_while_serving() {
         PolicyRuntime::embedded(&Cache::Dir(crate::util::cache_dir()), Limits::default())
             .expect("embedded policy");
     let first_digest = embedded.digest().to_string();
+    // Compiled before the connection opens: a compile can outlast the
+    // server's idle header timeout, which would close it.
+    let candidate = relabelled_policy();
     let slot = Arc::new(PolicySlot::new(embedded));
     let server = TestServer::start_with(options(), slot.clone()).await;
     let mut client = server.client().await;
@@ -868,7 +871,6 @@ async fn hot_swap_and_rollback_while_serving() {
         assert!(metrics.contains(&format!("digest=\"{digest}\"")), "{round}");
     };
     check("before", &first_digest).await;
-    let candidate = relabelled_policy();
     let second_digest = candidate.digest().to_string();
     assert_ne!(first_digest, second_digest);
     slot.activate(candidate, |_, _| Ok(())).expect("swap");
