@@ -165,7 +165,19 @@ pub fn pod_resource_config(pod: &Pod, node: &NodeConfig, qos: QosClass) -> Resou
     let options = resources::kubelet_options(gates);
     let requests = resources::pod_requests(pod, &options, gates);
     let limits = resources::pod_limits(pod, &options, gates);
+    pod_resource_config_from(pod, node, qos, &requests, &limits)
+}
 
+/// [`pod_resource_config`] given the pod's `PodRequests` and `PodLimits`
+/// under [`resources::kubelet_options`].
+pub fn pod_resource_config_from(
+    pod: &Pod,
+    node: &NodeConfig,
+    qos: QosClass,
+    requests: &ResourceMap,
+    limits: &ResourceMap,
+) -> ResourceConfig {
+    let gates = &node.gates;
     let mut cpu_limits_declared = all_limits_declared(pod, "cpu");
     let mut memory_limits_declared = all_limits_declared(pod, "memory");
     if gates.pod_level_resources && pod_level_resources_set(pod) {
@@ -185,14 +197,14 @@ pub fn pod_resource_config(pod: &Pod, node: &NodeConfig, qos: QosClass) -> Resou
     }
 
     let milli = |map: &ResourceMap, k: &str| map.get(k).map_or(0, |q| q.milli_value());
-    let cpu_shares = milli_cpu_to_shares(milli(&requests, "cpu"));
+    let cpu_shares = milli_cpu_to_shares(milli(requests, "cpu"));
     let cpu_quota = if node.cpu_cfs_quota {
-        milli_cpu_to_quota(milli(&limits, "cpu"), node.cfs_period_us)
+        milli_cpu_to_quota(milli(limits, "cpu"), node.cfs_period_us)
     } else {
         -1
     };
     let memory_limit = limits.get("memory").map_or(0, |q| q.value());
-    let hugepages = hugepage_limits(&requests);
+    let hugepages = hugepage_limits(requests);
 
     let mut config = ResourceConfig {
         cpu_shares: None,

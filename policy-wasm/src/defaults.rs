@@ -9,6 +9,8 @@
 //! limit, and (PodLevelResourcesFixUpdateDefaulting) pod-level cpu/memory
 //! limits to the sum of container limits when every container has one.
 
+use std::fmt;
+
 use crate::features::FeatureGates;
 use crate::model::{Pod, ResourceMap};
 use crate::quantity::Quantity;
@@ -41,10 +43,13 @@ pub fn default_pod(
         default_container_requests(c);
     }
     if gates.pod_level_resources && out.spec.resources.is_some() {
-        default_hugepage_pod_limits(&mut out)?;
-        default_pod_requests(&mut out)?;
+        // The pod-level steps below read container resources only, which are
+        // final from here on, so one decode serves all three.
+        let containers = Pod::decode(&out)?;
+        default_hugepage_pod_limits(&mut out, &containers);
+        default_pod_requests(&mut out, &containers);
         if gates.pod_level_resources_fix_update_defaulting {
-            default_pod_limits(&mut out)?;
+            default_pod_limits(&mut out, &containers);
         }
     }
     let patch = diff_pod(input, &out);
@@ -103,10 +108,6 @@ fn default_container_requests(c: &mut wit::Container) {
     }
 }
 
-fn parsed(pod: &wit::Pod) -> Result<Pod, Vec<FieldError>> {
-    Pod::decode(pod)
-}
-
 fn push_quantity(list: &mut Vec<ResourceQuantity>, name: &str, q: &Quantity) {
     list.push(ResourceQuantity {
         name: name.to_string(),
@@ -114,15 +115,16 @@ fn push_quantity(list: &mut Vec<ResourceQuantity>, name: &str, q: &Quantity) {
     });
 }
 
-fn default_hugepage_pod_limits(pod: &mut wit::Pod) -> Result<(), Vec<FieldError>> {
-    let model = parsed(pod)?;
+/// `containers`: the pod decoded after container defaulting (see `default_pod`).
+fn default_hugepage_pod_limits(pod: &mut wit::Pod, containers: &Pod) {
     let resources = pod.spec.resources.as_mut().expect("checked by caller");
     if resources.limits.as_ref().is_none_or(|l| l.is_empty())
         && resources.requests.as_ref().is_none_or(|l| l.is_empty())
     {
-        return Ok(());
+        return;
     }
-    let aggregate = resources::aggregate_container_limits(&model, &resources::Options::default());
+    let aggregate =
+        resources::aggregate_container_limits(containers, &resources::Options::default());
     let mut limits = resources.limits.clone().unwrap_or_default();
     let requests = resources.requests.clone().unwrap_or_default();
     for (name, q) in &aggregate {
@@ -137,18 +139,16 @@ fn default_hugepage_pod_limits(pod: &mut wit::Pod) -> Result<(), Vec<FieldError>
     if !limits.is_empty() {
         resources.limits = Some(limits);
     }
-    Ok(())
 }
 
-fn default_pod_requests(pod: &mut wit::Pod) -> Result<(), Vec<FieldError>> {
-    let model = parsed(pod)?;
+fn default_pod_requests(pod: &mut wit::Pod, containers: &Pod) {
     let resources = pod.spec.resources.as_mut().expect("checked by caller");
     let Some(limits) = resources.limits.clone().filter(|l| !l.is_empty()) else {
-        return Ok(());
+        return;
     };
     let mut requests = resources.requests.clone().unwrap_or_default();
     let aggregate: ResourceMap =
-        resources::aggregate_container_requests(&model, &resources::Options::default());
+        resources::aggregate_container_requests(containers, &resources::Options::default());
     for (name, q) in &aggregate {
         if !has(&requests, name)
             && is_supported_pod_level_resource(name)
@@ -165,7 +165,6 @@ fn default_pod_requests(pod: &mut wit::Pod) -> Result<(), Vec<FieldError>> {
     if !requests.is_empty() {
         resources.requests = Some(requests);
     }
-    Ok(())
 }
 
 fn all_containers_have_limit(pod: &Pod, name: &str) -> bool {
@@ -173,12 +172,21 @@ fn all_containers_have_limit(pod: &Pod, name: &str) -> bool {
         .all(|c| c.resources.limits().contains_key(name))
 }
 
-fn default_pod_limits(pod: &mut wit::Pod) -> Result<(), Vec<FieldError>> {
-    let model = parsed(pod)?;
-    if resources::pod_level_limits_set(&model) || !resources::pod_level_requests_set(&model) {
-        return Ok(());
+/// Whether a pod-level list has a resource that may be set at pod level
+/// (`IsPodLevelLimitsSet` / `IsPodLevelRequestsSet` on the current spec).
+fn pod_level_set(list: Option<&Vec<ResourceQuantity>>) -> bool {
+    list.is_some_and(|l| l.iter().any(|e| is_supported_pod_level_resource(&e.name)))
+}
+
+fn default_pod_limits(pod: &mut wit::Pod, containers: &Pod) {
+    let current = pod.spec.resources.as_ref();
+    if pod_level_set(current.and_then(|r| r.limits.as_ref()))
+        || !pod_level_set(current.and_then(|r| r.requests.as_ref()))
+    {
+        return;
     }
-    let aggregate = resources::aggregate_container_limits(&model, &resources::Options::default());
+    let aggregate =
+        resources::aggregate_container_limits(containers, &resources::Options::default());
     let resources = pod.spec.resources.get_or_insert(ResourceRequirements {
         requests: None,
         limits: None,
@@ -188,7 +196,7 @@ fn default_pod_limits(pod: &mut wit::Pod) -> Result<(), Vec<FieldError>> {
         if !has(&limits, name)
             && is_supported_pod_level_resource(name)
             && is_overcommit_allowed(name)
-            && all_containers_have_limit(&model, name)
+            && all_containers_have_limit(containers, name)
         {
             push_quantity(&mut limits, name, q);
         }
@@ -196,7 +204,6 @@ fn default_pod_limits(pod: &mut wit::Pod) -> Result<(), Vec<FieldError>> {
     if !limits.is_empty() {
         resources.limits = Some(limits);
     }
-    Ok(())
 }
 
 /// Escape a JSON Pointer token (RFC 6901): `~` -> `~0`, `/` -> `~1`.
@@ -213,7 +220,7 @@ fn op(kind: &str, path: String, value: PatchValue) -> PatchOperation {
 }
 
 fn diff_list(
-    base: &str,
+    base: &dyn fmt::Display,
     before: Option<&Vec<ResourceQuantity>>,
     after: Option<&Vec<ResourceQuantity>>,
     ops: &mut Vec<PatchOperation>,
@@ -225,18 +232,19 @@ fn diff_list(
             base.to_string(),
             PatchValue::ResourceList(after.clone()),
         )),
+        // Paths are formatted only for the entries that become operations.
         (Some(before), Some(after)) => {
             for entry in after {
-                let path = format!("{base}/{}", pointer_token(&entry.name));
+                let path = || format!("{base}/{}", pointer_token(&entry.name));
                 match before.iter().find(|b| b.name == entry.name) {
                     None => ops.push(op(
                         "add",
-                        path,
+                        path(),
                         PatchValue::Quantity(entry.quantity.clone()),
                     )),
                     Some(b) if b.quantity != entry.quantity => ops.push(op(
                         "replace",
-                        path,
+                        path(),
                         PatchValue::Quantity(entry.quantity.clone()),
                     )),
                     Some(_) => {}
@@ -247,7 +255,7 @@ fn diff_list(
 }
 
 fn diff_requirements(
-    base: &str,
+    base: &dyn fmt::Display,
     before: Option<&ResourceRequirements>,
     after: Option<&ResourceRequirements>,
     ops: &mut Vec<PatchOperation>,
@@ -265,13 +273,13 @@ fn diff_requirements(
         }
         (Some(before), Some(after)) => {
             diff_list(
-                &format!("{base}/limits"),
+                &format_args!("{base}/limits"),
                 before.limits.as_ref(),
                 after.limits.as_ref(),
                 ops,
             );
             diff_list(
-                &format!("{base}/requests"),
+                &format_args!("{base}/requests"),
                 before.requests.as_ref(),
                 after.requests.as_ref(),
                 ops,
@@ -297,7 +305,7 @@ pub fn diff_pod(before: &wit::Pod, after: &wit::Pod) -> Vec<PatchOperation> {
     ] {
         for (i, (b, a)) in b_list.iter().zip(a_list.iter()).enumerate() {
             diff_requirements(
-                &format!("/spec/{field}/{i}/resources"),
+                &format_args!("/spec/{field}/{i}/resources"),
                 b.resources.as_ref(),
                 a.resources.as_ref(),
                 &mut ops,
@@ -305,13 +313,13 @@ pub fn diff_pod(before: &wit::Pod, after: &wit::Pod) -> Vec<PatchOperation> {
         }
     }
     diff_list(
-        "/spec/overhead",
+        &"/spec/overhead",
         before.spec.overhead.as_ref(),
         after.spec.overhead.as_ref(),
         &mut ops,
     );
     diff_requirements(
-        "/spec/resources",
+        &"/spec/resources",
         before.spec.resources.as_ref(),
         after.spec.resources.as_ref(),
         &mut ops,

@@ -70,18 +70,57 @@ pub fn effective_resources(
 }
 
 fn effective(pod: &Pod, options: &Options, node: &NodeConfig) -> wit::EffectiveResources {
-    wit::EffectiveResources {
-        requests: to_amounts(&resources::pod_requests(pod, options, &node.gates)),
-        limits: to_amounts(&resources::pod_limits(pod, options, &node.gates)),
-        aggregate_container_requests: to_amounts(&resources::aggregate_container_requests(
-            pod, options,
-        )),
-        aggregate_container_limits: to_amounts(&resources::aggregate_container_limits(
-            pod, options,
-        )),
-        pod_level_resources_set: resources::pod_level_resources_set(pod),
-        pod_level_requests_set: resources::pod_level_requests_set(pod),
-        pod_level_limits_set: resources::pod_level_limits_set(pod),
+    Totals::new(pod, options, node).to_wit(pod)
+}
+
+/// A pod's effective requests and limits and their container parts, each
+/// computed once.
+struct Totals {
+    requests: ResourceMap,
+    limits: ResourceMap,
+    aggregate_requests: ResourceMap,
+    aggregate_limits: ResourceMap,
+}
+
+impl Totals {
+    fn new(pod: &Pod, options: &Options, node: &NodeConfig) -> Totals {
+        let aggregate_requests = resources::aggregate_container_requests(pod, options);
+        let aggregate_limits = resources::aggregate_container_limits(pod, options);
+        let containers = |aggregate: &ResourceMap| {
+            if options.skip_container_level_resources {
+                ResourceMap::new()
+            } else {
+                aggregate.clone()
+            }
+        };
+        Totals {
+            requests: resources::pod_requests_from(
+                containers(&aggregate_requests),
+                pod,
+                options,
+                &node.gates,
+            ),
+            limits: resources::pod_limits_from(
+                containers(&aggregate_limits),
+                pod,
+                options,
+                &node.gates,
+            ),
+            aggregate_requests,
+            aggregate_limits,
+        }
+    }
+
+    fn to_wit(&self, pod: &Pod) -> wit::EffectiveResources {
+        wit::EffectiveResources {
+            requests: to_amounts(&self.requests),
+            limits: to_amounts(&self.limits),
+            aggregate_container_requests: to_amounts(&self.aggregate_requests),
+            aggregate_container_limits: to_amounts(&self.aggregate_limits),
+            pod_level_resources_set: resources::pod_level_resources_set(pod),
+            pod_level_requests_set: resources::pod_level_requests_set(pod),
+            pod_level_limits_set: resources::pod_level_limits_set(pod),
+        }
     }
 }
 
@@ -116,14 +155,10 @@ fn memory_capacity(node: &NodeConfig) -> Result<u64> {
 pub fn oom_score_adjust(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<Vec<(String, i32)>> {
     let (pod, node) = decode(pod, node)?;
     let capacity = memory_capacity(&node)?;
+    let oom = oom::PodOomFacts::new(&pod, qos::pod_qos(&pod, &node.gates), capacity, &node.gates);
     Ok(pod
         .init_and_regular()
-        .map(|c| {
-            (
-                c.name.clone(),
-                oom::container_oom_score_adj(&pod, c, capacity, &node.gates),
-            )
-        })
+        .map(|c| (c.name.clone(), oom.score(&pod, c, &node.gates)))
         .collect())
 }
 
@@ -133,8 +168,12 @@ pub fn evaluate(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<wit::PodEval
     let capacity = memory_capacity(&node)?;
     let gates = &node.gates;
     let class = qos::pod_qos(&pod, gates);
-    let pod_resources = cgroup::pod_resource_config(&pod, &node, class);
+    // The cgroup values use the same kubelet options as `effective`.
+    let totals = Totals::new(&pod, &resources::kubelet_options(gates), &node);
+    let pod_resources =
+        cgroup::pod_resource_config_from(&pod, &node, class, &totals.requests, &totals.limits);
     let pod_cgroup_files = cgroup::pod_cgroup_files(&pod_resources, &node);
+    let oom = oom::PodOomFacts::new(&pod, class, capacity, gates);
     let containers = pod
         .init_and_regular()
         .map(|c| {
@@ -142,7 +181,7 @@ pub fn evaluate(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<wit::PodEval
             wit::ContainerEvaluation {
                 name: c.name.clone(),
                 kind: c.kind.to_wit(),
-                oom_score_adj: oom::container_oom_score_adj(&pod, c, capacity, gates),
+                oom_score_adj: oom.score(&pod, c, gates),
                 cgroup_files: cgroup::container_cgroup_files(&resources, &node),
                 resources,
             }
@@ -150,7 +189,7 @@ pub fn evaluate(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<wit::PodEval
         .collect();
     Ok(wit::PodEvaluation {
         qos_class: class,
-        effective: effective(&pod, &resources::kubelet_options(gates), &node),
+        effective: totals.to_wit(&pod),
         pod_resources,
         pod_cgroup_files,
         containers,

@@ -1089,13 +1089,13 @@ fn managed_pod(wit_pod: &wit::Pod, gates: &FeatureGates) -> Result<ManagedPod> {
     for c in pod.init_and_regular() {
         if c.name.is_empty() {
             errors.push(field_error(
-                format!("{}.name", c.path),
+                format!("{}.name", c.path()),
                 ErrorReason::Required,
                 "containers need a name",
                 None,
             ));
         } else if !names.insert(c.name.as_str()) {
-            errors.push(duplicate(format!("{}.name", c.path), &c.name));
+            errors.push(duplicate(format!("{}.name", c.path()), &c.name));
         }
     }
     if !errors.is_empty() {

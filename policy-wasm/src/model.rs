@@ -7,6 +7,7 @@
 //! containers know their kind and path.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use crate::quantity::Quantity;
 use crate::wit::{self, ErrorReason, FieldError};
@@ -39,6 +40,60 @@ pub fn field_error(
         reason,
         message: message.into(),
         bad_value: None,
+    }
+}
+
+/// A field path that is only turned into text when an error needs it.
+///
+/// Decoding builds one path per resource entry; formatting each eagerly cost
+/// about a quarter of a whole evaluation, and valid pods never print one.
+#[derive(Clone, Copy, Debug)]
+pub enum FieldPath<'a> {
+    /// A path given as text, e.g. `spec.overhead`.
+    Root(&'a str),
+    /// `parent.name`.
+    Field(&'a FieldPath<'a>, &'a str),
+    /// `parent[index]`.
+    Index(&'a FieldPath<'a>, usize),
+    /// `parent[key]`, with the key shortened like any echoed input.
+    Key(&'a FieldPath<'a>, &'a str),
+}
+
+impl<'a> FieldPath<'a> {
+    /// `self.name`.
+    pub fn field(&'a self, name: &'a str) -> FieldPath<'a> {
+        FieldPath::Field(self, name)
+    }
+    /// `self[index]`.
+    pub fn index(&'a self, index: usize) -> FieldPath<'a> {
+        FieldPath::Index(self, index)
+    }
+    /// `self[key]`.
+    pub fn key(&'a self, key: &'a str) -> FieldPath<'a> {
+        FieldPath::Key(self, key)
+    }
+}
+
+impl fmt::Display for FieldPath<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FieldPath::Root(text) => f.write_str(text),
+            FieldPath::Field(parent, name) => write!(f, "{parent}.{name}"),
+            FieldPath::Index(parent, index) => write!(f, "{parent}[{index}]"),
+            FieldPath::Key(parent, key) => write!(f, "{parent}[{}]", truncate(key)),
+        }
+    }
+}
+
+impl<'a> From<&'a str> for FieldPath<'a> {
+    fn from(text: &'a str) -> Self {
+        FieldPath::Root(text)
+    }
+}
+
+impl<'a> From<&'a String> for FieldPath<'a> {
+    fn from(text: &'a String) -> Self {
+        FieldPath::Root(text)
     }
 }
 
@@ -78,6 +133,15 @@ pub enum ContainerKind {
 }
 
 impl ContainerKind {
+    /// The pod spec field that lists containers of this kind.
+    pub fn list_field(self) -> &'static str {
+        match self {
+            ContainerKind::Init | ContainerKind::Sidecar => "spec.initContainers",
+            ContainerKind::Regular => "spec.containers",
+            ContainerKind::Ephemeral => "spec.ephemeralContainers",
+        }
+    }
+
     /// The WIT enum value.
     pub fn to_wit(self) -> wit::ContainerKind {
         match self {
@@ -96,12 +160,20 @@ pub struct Container {
     pub name: String,
     /// Init, sidecar, regular or ephemeral.
     pub kind: ContainerKind,
-    /// Field path of the container, e.g. `spec.initContainers[0]`.
-    pub path: String,
+    /// Position in its list (`spec.initContainers`, `spec.containers` or
+    /// `spec.ephemeralContainers`, by kind).
+    pub index: usize,
     /// `resources` (nil and empty are the same for a container).
     pub resources: Requirements,
     /// `resizePolicy` as (resource, restart policy) pairs, verbatim.
     pub resize_policy: Vec<(String, String)>,
+}
+
+impl Container {
+    /// Field path of the container, e.g. `spec.initContainers[0]`.
+    pub fn path(&self) -> String {
+        format!("{}[{}]", self.kind.list_field(), self.index)
+    }
 }
 
 /// A container status with parsed resources.
@@ -191,25 +263,19 @@ impl Pod {
                 } else {
                     ContainerKind::Init
                 };
-                decode_container(c, kind, format!("spec.initContainers[{i}]"), &mut errors)
+                decode_container(c, kind, i, &mut errors)
             })
             .collect();
-        let containers = decode_containers(
-            &spec.containers,
-            ContainerKind::Regular,
-            "spec.containers",
-            &mut errors,
-        );
+        let containers = decode_containers(&spec.containers, ContainerKind::Regular, &mut errors);
         let ephemeral_containers = decode_containers(
             &spec.ephemeral_containers,
             ContainerKind::Ephemeral,
-            "spec.ephemeralContainers",
             &mut errors,
         );
         let resources = spec
             .resources
             .as_ref()
-            .map(|r| decode_requirements(r, "spec.resources", &mut errors));
+            .map(|r| decode_requirements(r, "spec.resources".into(), &mut errors));
         let overhead = spec
             .overhead
             .as_ref()
@@ -250,31 +316,32 @@ impl Pod {
 fn decode_containers(
     containers: &[wit::Container],
     kind: ContainerKind,
-    base: &str,
     errors: &mut Vec<FieldError>,
 ) -> Vec<Container> {
     containers
         .iter()
         .enumerate()
-        .map(|(i, c)| decode_container(c, kind, format!("{base}[{i}]"), errors))
+        .map(|(i, c)| decode_container(c, kind, i, errors))
         .collect()
 }
 
 fn decode_container(
     c: &wit::Container,
     kind: ContainerKind,
-    path: String,
+    index: usize,
     errors: &mut Vec<FieldError>,
 ) -> Container {
+    let list = FieldPath::Root(kind.list_field());
+    let item = list.index(index);
     let resources = c
         .resources
         .as_ref()
-        .map(|r| decode_requirements(r, &format!("{path}.resources"), errors))
+        .map(|r| decode_requirements(r, item.field("resources"), errors))
         .unwrap_or_default();
     Container {
         name: c.name.clone(),
         kind,
-        path,
+        index,
         resources,
         resize_policy: c
             .resize_policy
@@ -287,36 +354,37 @@ fn decode_container(
 /// Decode `resources` found at `path`.
 pub fn decode_requirements(
     r: &wit::ResourceRequirements,
-    path: &str,
+    path: FieldPath<'_>,
     errors: &mut Vec<FieldError>,
 ) -> Requirements {
     Requirements {
         requests: r
             .requests
             .as_ref()
-            .map(|l| decode_list(l, &format!("{path}.requests"), errors)),
+            .map(|l| decode_list(l, path.field("requests"), errors)),
         limits: r
             .limits
             .as_ref()
-            .map(|l| decode_list(l, &format!("{path}.limits"), errors)),
+            .map(|l| decode_list(l, path.field("limits"), errors)),
     }
 }
 
 /// Decode one `ResourceList` found at `path`; negative quantities and
 /// duplicate names are errors.
-pub fn decode_list(
+pub fn decode_list<'p>(
     list: &[wit::ResourceQuantity],
-    path: &str,
+    path: impl Into<FieldPath<'p>>,
     errors: &mut Vec<FieldError>,
 ) -> ResourceMap {
+    let path = path.into();
     let mut map = ResourceMap::new();
     for entry in list {
-        let field = format!("{path}[{}]", truncate(&entry.name));
-        if let Some(q) = parse_quantity(&entry.quantity, &field, false, errors)
+        let field = path.key(&entry.name);
+        if let Some(q) = parse_quantity(&entry.quantity, field, false, errors)
             && map.insert(entry.name.clone(), q).is_some()
         {
             errors.push(FieldError {
-                field,
+                field: field.to_string(),
                 reason: ErrorReason::Duplicate,
                 message: "resource name appears more than once".to_string(),
                 bad_value: Some(truncate(&entry.name)),
@@ -330,7 +398,7 @@ pub fn decode_list(
 /// resource amounts (`must be greater than or equal to 0`, as upstream).
 pub fn parse_quantity(
     text: &str,
-    field: &str,
+    field: FieldPath<'_>,
     allow_negative: bool,
     errors: &mut Vec<FieldError>,
 ) -> Option<Quantity> {
@@ -362,17 +430,18 @@ fn decode_status(status: &wit::PodStatus, errors: &mut Vec<FieldError>) -> Statu
         list.iter()
             .enumerate()
             .map(|(i, s)| {
-                let path = format!("{base}[{i}]");
+                let base = FieldPath::Root(base);
+                let path = base.index(i);
                 ContainerStatus {
                     name: s.name.clone(),
                     allocated: s
                         .allocated_resources
                         .as_ref()
-                        .map(|l| decode_list(l, &format!("{path}.allocatedResources"), errors)),
+                        .map(|l| decode_list(l, path.field("allocatedResources"), errors)),
                     resources: s
                         .resources
                         .as_ref()
-                        .map(|r| decode_requirements(r, &format!("{path}.resources"), errors)),
+                        .map(|r| decode_requirements(r, path.field("resources"), errors)),
                 }
             })
             .collect::<Vec<_>>()
@@ -382,27 +451,31 @@ fn decode_status(status: &wit::PodStatus, errors: &mut Vec<FieldError>) -> Statu
         .iter()
         .enumerate()
         .map(|(i, claim)| {
-            let path = format!("status.nodeAllocatableResourceClaimStatuses[{i}]");
+            let list = FieldPath::Root("status.nodeAllocatableResourceClaimStatuses");
+            let path = list.index(i);
             let mut per_pod = ResourceMap::new();
             let mut per_container = ResourceMap::new();
+            let overhead = path.field("overhead");
             for (j, o) in claim.overhead.iter().enumerate() {
-                let opath = format!("{path}.overhead[{j}]");
+                let opath = overhead.index(j);
                 if let Some(q) = o
                     .per_pod
                     .as_ref()
-                    .and_then(|t| parse_quantity(t, &format!("{opath}.perPod"), false, errors))
+                    .and_then(|t| parse_quantity(t, opath.field("perPod"), false, errors))
                 {
                     add_into(&mut per_pod, &o.name, q);
                 }
-                if let Some(q) = o.per_container.as_ref().and_then(|t| {
-                    parse_quantity(t, &format!("{opath}.perContainer"), false, errors)
-                }) {
+                if let Some(q) = o
+                    .per_container
+                    .as_ref()
+                    .and_then(|t| parse_quantity(t, opath.field("perContainer"), false, errors))
+                {
                     add_into(&mut per_container, &o.name, q);
                 }
             }
             ClaimStatus {
                 containers: claim.containers.clone(),
-                mapping: decode_list(&claim.mapping, &format!("{path}.mapping"), errors),
+                mapping: decode_list(&claim.mapping, path.field("mapping"), errors),
                 per_pod,
                 per_container,
             }
@@ -413,7 +486,7 @@ fn decode_status(status: &wit::PodStatus, errors: &mut Vec<FieldError>) -> Statu
         resources: status
             .resources
             .as_ref()
-            .map(|r| decode_requirements(r, "status.resources", errors)),
+            .map(|r| decode_requirements(r, "status.resources".into(), errors)),
         allocated: status
             .allocated_resources
             .as_ref()

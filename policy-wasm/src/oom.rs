@@ -98,38 +98,81 @@ pub fn container_oom_score_adj(
     memory_capacity: u64,
     gates: &FeatureGates,
 ) -> i32 {
-    if is_node_critical_pod(pod) {
-        return GUARANTEED_OOM_SCORE_ADJ;
+    PodOomFacts::new(pod, pod_qos(pod, gates), memory_capacity, gates).score(pod, container, gates)
+}
+
+/// What every container's score needs from the pod as a whole, computed
+/// once per pod instead of once per container.
+pub struct PodOomFacts {
+    /// The score of every container when the pod decides it alone
+    /// (node-critical, Guaranteed, BestEffort).
+    fixed: Option<i32>,
+    capacity: i128,
+    /// Each container's share of the pod request its containers leave unclaimed.
+    remaining: i128,
+    /// The smallest memory request among regular containers (caps sidecars).
+    min_regular_request: Option<i128>,
+}
+
+impl PodOomFacts {
+    /// The facts for `pod` of class `qos` on a node with `memory_capacity` bytes.
+    pub fn new(pod: &Pod, qos: QosClass, memory_capacity: u64, gates: &FeatureGates) -> Self {
+        let fixed = if is_node_critical_pod(pod) {
+            Some(GUARANTEED_OOM_SCORE_ADJ)
+        } else {
+            match qos {
+                QosClass::Guaranteed => Some(GUARANTEED_OOM_SCORE_ADJ),
+                QosClass::BestEffort => Some(BEST_EFFORT_OOM_SCORE_ADJ),
+                QosClass::Burstable => None,
+            }
+        };
+        if fixed.is_some() {
+            return PodOomFacts {
+                fixed,
+                capacity: 1,
+                remaining: 0,
+                min_regular_request: None,
+            };
+        }
+        let remaining =
+            if gates.pod_level_resources && crate::resources::pod_level_requests_set(pod) {
+                remaining_pod_memory_per_container(pod, gates)
+            } else {
+                0
+            };
+        PodOomFacts {
+            fixed,
+            // A node without memory is not a node; avoid dividing by zero.
+            capacity: (memory_capacity as i128).max(1),
+            remaining,
+            min_regular_request: pod
+                .containers
+                .iter()
+                .map(|c| memory_request(pod, c, gates))
+                .min(),
+        }
     }
-    match pod_qos(pod, gates) {
-        QosClass::Guaranteed => return GUARANTEED_OOM_SCORE_ADJ,
-        QosClass::BestEffort => return BEST_EFFORT_OOM_SCORE_ADJ,
-        QosClass::Burstable => {}
+
+    /// `oom_score_adj` of `container`, one of the pod's containers.
+    pub fn score(&self, pod: &Pod, container: &Container, gates: &FeatureGates) -> i32 {
+        if let Some(fixed) = self.fixed {
+            return fixed;
+        }
+        let (capacity, remaining) = (self.capacity, self.remaining);
+        let mut adj = burstable_score(memory_request(pod, container, gates) + remaining, capacity);
+        if container.kind == ContainerKind::Sidecar
+            && let Some(min_request) = self.min_regular_request
+        {
+            adj = adj.min(burstable_score(min_request + remaining, capacity));
+        }
+        let floor = (1000 + GUARANTEED_OOM_SCORE_ADJ) as i128;
+        if adj < floor {
+            return floor as i32;
+        }
+        if adj == 1000 {
+            return 999;
+        }
+        // adj <= 1000 here: requests are never negative.
+        adj as i32
     }
-    // A node without memory is not a node; avoid dividing by zero.
-    let capacity = (memory_capacity as i128).max(1);
-    let remaining = if gates.pod_level_resources && crate::resources::pod_level_requests_set(pod) {
-        remaining_pod_memory_per_container(pod, gates)
-    } else {
-        0
-    };
-    let mut adj = burstable_score(memory_request(pod, container, gates) + remaining, capacity);
-    if container.kind == ContainerKind::Sidecar
-        && let Some(min_request) = pod
-            .containers
-            .iter()
-            .map(|c| memory_request(pod, c, gates))
-            .min()
-    {
-        adj = adj.min(burstable_score(min_request + remaining, capacity));
-    }
-    let floor = (1000 + GUARANTEED_OOM_SCORE_ADJ) as i128;
-    if adj < floor {
-        return floor as i32;
-    }
-    if adj == 1000 {
-        return 999;
-    }
-    // adj <= 1000 here: requests are never negative.
-    adj as i32
 }

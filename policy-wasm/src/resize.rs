@@ -92,7 +92,7 @@ fn validate(current: &Pod, desired: &Pod, node: &NodeConfig) -> Vec<FieldError> 
         ));
     }
     for (old, new) in current.init_and_regular().zip(desired.init_and_regular()) {
-        let path = &new.path;
+        let path = new.path();
         for (which, old_list, new_list) in [
             (
                 "requests",
@@ -172,7 +172,7 @@ fn validate(current: &Pod, desired: &Pod, node: &NodeConfig) -> Vec<FieldError> 
     for c in &desired.ephemeral_containers {
         if !c.resources.requests().is_empty() || !c.resources.limits().is_empty() {
             errors.push(invalid(
-                format!("{}.resources", c.path),
+                format!("{}.resources", c.path()),
                 ErrorReason::Forbidden,
                 "ephemeral containers have no resources",
             ));

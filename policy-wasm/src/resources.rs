@@ -314,11 +314,23 @@ fn pod_level_effective(pod: &Pod, options: &Options, requests: bool) -> Option<R
 
 /// `PodRequests(pod, options)`.
 pub fn pod_requests(pod: &Pod, options: &Options, gates: &FeatureGates) -> ResourceMap {
-    let mut reqs = if options.skip_container_level_resources {
+    let aggregate = if options.skip_container_level_resources {
         ResourceMap::new()
     } else {
         aggregate_container_requests(pod, options)
     };
+    pod_requests_from(aggregate, pod, options, gates)
+}
+
+/// `PodRequests` given the containers' part: `aggregate_container_requests`
+/// with the same options, or empty when they skip container resources.
+pub fn pod_requests_from(
+    aggregate: ResourceMap,
+    pod: &Pod,
+    options: &Options,
+    gates: &FeatureGates,
+) -> ResourceMap {
+    let mut reqs = aggregate;
     if gates.dra_node_allocatable_resources {
         add_all(&mut reqs, &dra_claim_resources(pod));
     }
@@ -342,11 +354,22 @@ pub fn pod_requests(pod: &Pod, options: &Options, gates: &FeatureGates) -> Resou
 
 /// `PodLimits(pod, options)`.
 pub fn pod_limits(pod: &Pod, options: &Options, gates: &FeatureGates) -> ResourceMap {
-    let mut limits = if options.skip_container_level_resources {
+    let aggregate = if options.skip_container_level_resources {
         ResourceMap::new()
     } else {
         aggregate_container_limits(pod, options)
     };
+    pod_limits_from(aggregate, pod, options, gates)
+}
+
+/// `PodLimits` given the containers' part (see [`pod_requests_from`]).
+pub fn pod_limits_from(
+    aggregate: ResourceMap,
+    pod: &Pod,
+    options: &Options,
+    gates: &FeatureGates,
+) -> ResourceMap {
+    let mut limits = aggregate;
     if gates.dra_node_allocatable_resources {
         for (k, v) in dra_claim_resources(pod) {
             if limits.contains_key(&k) || is_hugepages(&k) {

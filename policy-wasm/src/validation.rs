@@ -7,7 +7,9 @@
 
 use crate::defaults::{default_pod, is_overcommit_allowed};
 use crate::features::FeatureGates;
-use crate::model::{Pod, Requirements, ResourceMap, field_error};
+use std::fmt;
+
+use crate::model::{FieldPath, Pod, Requirements, ResourceMap, field_error};
 use crate::node::NodeConfig;
 use crate::quantity::Quantity;
 use crate::resources::{self, is_hugepages, is_supported_pod_level_resource};
@@ -36,18 +38,15 @@ pub fn validate_pod(input: &wit::Pod, node: &NodeConfig) -> Vec<FieldError> {
     };
     let mut errors = Vec::new();
     for c in pod.init_and_regular() {
-        validate_requirements(
-            &c.resources,
-            &format!("{}.resources", c.path),
-            false,
-            &mut errors,
-        );
+        let list = FieldPath::Root(c.kind.list_field());
+        let item = list.index(c.index);
+        validate_requirements(&c.resources, &item.field("resources"), false, &mut errors);
     }
     for c in &pod.ephemeral_containers {
         let r = &c.resources;
         if !r.requests().is_empty() || !r.limits().is_empty() {
             errors.push(field_error(
-                format!("{}.resources", c.path),
+                format!("{}.resources", c.path()),
                 ErrorReason::Forbidden,
                 "cannot be set for an Ephemeral Container",
             ));
@@ -92,7 +91,7 @@ fn validate_pod_level(
         ));
         return;
     }
-    validate_requirements(pod_resources, "spec.resources", true, errors);
+    validate_requirements(pod_resources, &"spec.resources", true, errors);
 
     let requests = pod_resources.requests();
     let limits = pod_resources.limits();
@@ -148,11 +147,17 @@ fn validate_pod_level(
     }
 }
 
-fn validate_resource_name(name: &str, field: &str, pod_level: bool, errors: &mut Vec<FieldError>) {
+/// `field` builds the entry's path; it runs only when there is an error.
+fn validate_resource_name(
+    name: &str,
+    field: impl Fn() -> String,
+    pod_level: bool,
+    errors: &mut Vec<FieldError>,
+) {
     if pod_level {
         if !is_supported_pod_level_resource(name) {
             let mut e = field_error(
-                field,
+                field(),
                 ErrorReason::NotSupported,
                 "supported values: \"cpu\", \"hugepages-\", \"memory\"",
             );
@@ -164,7 +169,7 @@ fn validate_resource_name(name: &str, field: &str, pod_level: bool, errors: &mut
     let qualified = name.contains('/');
     if !qualified && !STANDARD_CONTAINER_RESOURCES.contains(&name) && !is_hugepages(name) {
         let mut e = field_error(
-            field,
+            field(),
             ErrorReason::Invalid,
             "must be a standard resource for containers",
         );
@@ -179,11 +184,16 @@ fn hugepage_size(name: &str) -> Option<Quantity> {
         .filter(|q| q.value() > 0)
 }
 
-fn validate_hugepage_value(name: &str, q: &Quantity, field: &str, errors: &mut Vec<FieldError>) {
+fn validate_hugepage_value(
+    name: &str,
+    q: &Quantity,
+    field: impl Fn() -> String,
+    errors: &mut Vec<FieldError>,
+) {
     let ok = hugepage_size(name).is_some_and(|size| q.nanos() % size.nanos() == 0);
     if !ok {
         errors.push(invalid(
-            field.to_string(),
+            field(),
             q,
             format!(
                 "{} is not positive integer multiple of {name}",
@@ -196,7 +206,7 @@ fn validate_hugepage_value(name: &str, q: &Quantity, field: &str, errors: &mut V
 /// `validateResourceRequirements` for a container or the pod.
 fn validate_requirements(
     r: &Requirements,
-    path: &str,
+    path: &dyn fmt::Display,
     pod_level: bool,
     errors: &mut Vec<FieldError>,
 ) {
@@ -205,17 +215,17 @@ fn validate_requirements(
     let mut cpu_or_memory = false;
     let mut hugepages = false;
     for (name, q) in limits {
-        let field = format!("{path}.limits[{name}]");
-        validate_resource_name(name, &field, pod_level, errors);
+        let field = || format!("{path}.limits[{name}]");
+        validate_resource_name(name, field, pod_level, errors);
         if is_hugepages(name) {
             hugepages = true;
-            validate_hugepage_value(name, q, &field, errors);
+            validate_hugepage_value(name, q, field, errors);
         }
         cpu_or_memory |= name == "cpu" || name == "memory";
     }
     for (name, q) in requests {
-        let field = format!("{path}.requests[{name}]");
-        validate_resource_name(name, &field, pod_level, errors);
+        let field = || format!("{path}.requests[{name}]");
+        validate_resource_name(name, field, pod_level, errors);
         match limits.get(name) {
             Some(limit) if q != limit && !is_overcommit_allowed(name) => errors.push(invalid(
                 format!("{path}.requests[{name}]"),
@@ -243,7 +253,7 @@ fn validate_requirements(
         }
         if is_hugepages(name) {
             hugepages = true;
-            validate_hugepage_value(name, q, &field, errors);
+            validate_hugepage_value(name, q, field, errors);
         }
         cpu_or_memory |= name == "cpu" || name == "memory";
     }
