@@ -100,6 +100,25 @@ impl fmt::Display for CpuTopologyError {
 
 impl std::error::Error for CpuTopologyError {}
 
+/// CPUs per unit id (core, socket, ...), ascending by id ([`CpuDetails::count_by`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UnitCounts(Vec<(u32, usize)>);
+
+impl UnitCounts {
+    /// The CPUs of unit `id`; `None` when the unit has none.
+    pub fn get(&self, id: u32) -> Option<usize> {
+        self.0
+            .binary_search_by_key(&id, |(unit, _)| *unit)
+            .ok()
+            .map(|index| self.0[index].1)
+    }
+
+    /// The unit ids, ascending.
+    pub fn ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.0.iter().map(|(id, _)| *id)
+    }
+}
+
 /// A CPU-to-info map, possibly narrowed to a subset of CPUs (upstream `CPUDetails`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CpuDetails {
@@ -157,12 +176,18 @@ impl CpuDetails {
     ///
     /// The assignment loops sort units by free CPUs; counting every unit at
     /// once replaces one scan of all CPUs per unit.
-    pub fn count_by(&self, key: impl Fn(&CpuInfo) -> u32) -> BTreeMap<u32, usize> {
-        let mut counts = BTreeMap::new();
-        for (_, info) in &self.entries {
-            *counts.entry(key(info)).or_insert(0) += 1;
+    pub fn count_by(&self, key: impl Fn(&CpuInfo) -> u32) -> UnitCounts {
+        // Sorting the keys and counting runs beats a map for a few hundred CPUs.
+        let mut keys: Vec<u32> = self.entries.iter().map(|(_, info)| key(info)).collect();
+        keys.sort_unstable();
+        let mut counts: Vec<(u32, usize)> = Vec::new();
+        for id in keys {
+            match counts.last_mut() {
+                Some((last, n)) if *last == id => *n += 1,
+                _ => counts.push((id, 1)),
+            }
         }
-        counts
+        UnitCounts(counts)
     }
 
     /// The CPUs of every unit (`key`: core, socket, ...), each list ascending.

@@ -19,10 +19,9 @@
 //! every round-robin loop stops when a pass makes no progress.
 
 use std::cell::Cell;
-use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::cpu_topology::{CpuDetails, CpuInfo, CpuTopology};
+use crate::cpu_topology::{CpuDetails, CpuInfo, CpuTopology, UnitCounts};
 use crate::cpuset::CpuSet;
 
 /// How single CPUs are ordered once whole units are taken (upstream `CPUSortingStrategy`).
@@ -173,9 +172,9 @@ impl<'t> CpuAccumulator<'t> {
 
     pub(crate) fn sort_available_numa_nodes(&self) -> Vec<u32> {
         let free = self.details.count_by(|info| info.numa_node_id);
-        let free_in = |numa: u32| free.get(&numa).copied().unwrap_or(0);
+        let free_in = |numa: u32| free.get(numa).unwrap_or(0);
         if self.numa_first {
-            return sort_by_free(free.keys().copied().collect(), free_in);
+            return sort_by_free(free.ids().collect(), free_in);
         }
         let mut out = Vec::new();
         for socket in self.sort_available_sockets() {
@@ -189,9 +188,9 @@ impl<'t> CpuAccumulator<'t> {
 
     pub(crate) fn sort_available_sockets(&self) -> Vec<u32> {
         let free = self.details.count_by(|info| info.socket_id);
-        let free_in = |socket: u32| free.get(&socket).copied().unwrap_or(0);
+        let free_in = |socket: u32| free.get(socket).unwrap_or(0);
         if !self.numa_first {
-            return sort_by_free(free.keys().copied().collect(), free_in);
+            return sort_by_free(free.ids().collect(), free_in);
         }
         let mut out = Vec::new();
         for numa in self.sort_available_numa_nodes() {
@@ -208,8 +207,8 @@ impl<'t> CpuAccumulator<'t> {
     }
 
     /// [`Self::sort_available_cores`] with the free CPUs per core already counted.
-    fn sort_available_cores_with(&self, free: &BTreeMap<u32, usize>) -> Vec<u32> {
-        let free_in_core = |core: u32| free.get(&core).copied().unwrap_or(0);
+    fn sort_available_cores_with(&self, free: &UnitCounts) -> Vec<u32> {
+        let free_in_core = |core: u32| free.get(core).unwrap_or(0);
         let mut out = Vec::new();
         if self.numa_first {
             for socket in self.sort_available_sockets() {
@@ -234,8 +233,8 @@ impl<'t> CpuAccumulator<'t> {
     }
 
     /// [`Self::sort_available_uncore_caches`] with the free CPUs per cache already counted.
-    fn sort_available_uncore_caches_with(&self, free: &BTreeMap<u32, usize>) -> Vec<u32> {
-        let free_in_uncore = |uncore: u32| free.get(&uncore).copied().unwrap_or(0);
+    fn sort_available_uncore_caches_with(&self, free: &UnitCounts) -> Vec<u32> {
+        let free_in_uncore = |uncore: u32| free.get(uncore).unwrap_or(0);
         let mut out = Vec::new();
         for numa in self.sort_available_numa_nodes() {
             extend_unique(
@@ -273,7 +272,7 @@ impl<'t> CpuAccumulator<'t> {
         let free = self.details.count_by(|info| info.numa_node_id);
         self.sort_available_numa_nodes()
             .into_iter()
-            .filter(|&numa| free.get(&numa).copied() == Some(self.topo.numa_node_cpus(numa).len()))
+            .filter(|&numa| free.get(numa) == Some(self.topo.numa_node_cpus(numa).len()))
             .collect()
     }
 
@@ -288,9 +287,7 @@ impl<'t> CpuAccumulator<'t> {
         let free = self.details.count_by(|info| info.socket_id);
         self.sort_available_sockets()
             .into_iter()
-            .filter(|&socket| {
-                free.get(&socket).copied() == Some(self.topo.socket_cpus(socket).len())
-            })
+            .filter(|&socket| free.get(socket) == Some(self.topo.socket_cpus(socket).len()))
             .collect()
     }
 
@@ -298,7 +295,7 @@ impl<'t> CpuAccumulator<'t> {
         let free = self.details.count_by(|info| info.core_id);
         self.sort_available_cores_with(&free)
             .into_iter()
-            .filter(|&core| free.get(&core).copied() == Some(self.topo.core_cpus(core).len()))
+            .filter(|&core| free.get(core) == Some(self.topo.core_cpus(core).len()))
             .collect()
     }
 
@@ -306,9 +303,7 @@ impl<'t> CpuAccumulator<'t> {
         let free = self.details.count_by(CpuInfo::uncore_cache);
         self.sort_available_uncore_caches_with(&free)
             .into_iter()
-            .filter(|&uncore| {
-                free.get(&uncore).copied() == Some(self.topo.uncore_cache_cpus(uncore).len())
-            })
+            .filter(|&uncore| free.get(uncore) == Some(self.topo.uncore_cache_cpus(uncore).len()))
             .collect()
     }
 
