@@ -100,6 +100,25 @@ impl fmt::Display for CpuTopologyError {
 
 impl std::error::Error for CpuTopologyError {}
 
+/// CPUs per unit id (core, socket, ...), ascending by id ([`CpuDetails::count_by`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UnitCounts(Vec<(u32, usize)>);
+
+impl UnitCounts {
+    /// The CPUs of unit `id`; `None` when the unit has none.
+    pub fn get(&self, id: u32) -> Option<usize> {
+        self.0
+            .binary_search_by_key(&id, |(unit, _)| *unit)
+            .ok()
+            .map(|index| self.0[index].1)
+    }
+
+    /// The unit ids, ascending.
+    pub fn ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.0.iter().map(|(id, _)| *id)
+    }
+}
+
 /// A CPU-to-info map, possibly narrowed to a subset of CPUs (upstream `CPUDetails`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CpuDetails {
@@ -148,11 +167,40 @@ impl CpuDetails {
         CpuSet::from_vec(self.entries.iter().map(|(cpu, _)| *cpu).collect())
     }
 
+    /// Drop the CPUs of `cpus` in place (`KeepOnly` of the rest, without a copy).
+    pub fn remove(&mut self, cpus: &CpuSet) {
+        self.entries.retain(|(cpu, _)| !cpus.contains(*cpu));
+    }
+
+    /// The number of CPUs per unit (`key`: core, socket, ...), in one pass.
+    ///
+    /// The assignment loops sort units by free CPUs; counting every unit at
+    /// once replaces one scan of all CPUs per unit.
+    pub fn count_by(&self, key: impl Fn(&CpuInfo) -> u32) -> UnitCounts {
+        // Sorting the keys and counting runs beats a map for a few hundred CPUs.
+        let mut keys: Vec<u32> = self.entries.iter().map(|(_, info)| key(info)).collect();
+        keys.sort_unstable();
+        let mut counts: Vec<(u32, usize)> = Vec::new();
+        for id in keys {
+            match counts.last_mut() {
+                Some((last, n)) if *last == id => *n += 1,
+                _ => counts.push((id, 1)),
+            }
+        }
+        UnitCounts(counts)
+    }
+
+    /// The CPUs of every unit (`key`: core, socket, ...), each list ascending.
+    pub fn group_by(&self, key: impl Fn(&CpuInfo) -> u32) -> BTreeMap<u32, Vec<u32>> {
+        let mut groups: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        for (cpu, info) in &self.entries {
+            groups.entry(key(info)).or_default().push(*cpu);
+        }
+        groups
+    }
+
     fn ids(&self, key: impl Fn(&CpuInfo) -> u32) -> Vec<u32> {
-        let mut ids: Vec<u32> = self.entries.iter().map(|(_, info)| key(info)).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        ids
+        self.ids_where(|_| true, key)
     }
 
     fn cpus_where(&self, keep: impl Fn(&CpuInfo) -> bool) -> CpuSet {
@@ -170,12 +218,14 @@ impl CpuDetails {
         keep: impl Fn(&CpuInfo) -> bool,
         key: impl Fn(&CpuInfo) -> u32,
     ) -> Vec<u32> {
-        let mut ids: Vec<u32> = self
-            .entries
-            .iter()
-            .filter(|(_, info)| keep(info))
-            .map(|(_, info)| key(info))
-            .collect();
+        let mut ids: Vec<u32> = Vec::new();
+        for (_, info) in &self.entries {
+            // Neighbouring CPUs mostly share their unit: skip repeats before sorting.
+            let id = key(info);
+            if keep(info) && ids.last() != Some(&id) {
+                ids.push(id);
+            }
+        }
         ids.sort_unstable();
         ids.dedup();
         ids
@@ -284,10 +334,65 @@ impl CpuDetails {
     }
 }
 
+/// The CPUs of every unit of one kind (core, socket, NUMA node or uncore
+/// cache), built with one sort so the assignment loops can look a unit up
+/// instead of scanning every CPU for it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Units {
+    /// `(unit id, end of its CPUs in cpus)`, ascending by id.
+    ends: Vec<(u32, usize)>,
+    /// The CPUs of each unit in turn, ascending within a unit.
+    cpus: Vec<u32>,
+}
+
+impl Units {
+    fn new(details: &CpuDetails, key: impl Fn(&CpuInfo) -> u32) -> Units {
+        let mut pairs: Vec<(u32, u32)> = details
+            .entries
+            .iter()
+            .map(|(cpu, info)| (key(info), *cpu))
+            .collect();
+        pairs.sort_unstable();
+        let mut ends: Vec<(u32, usize)> = Vec::new();
+        let mut cpus = Vec::with_capacity(pairs.len());
+        for (unit, cpu) in pairs {
+            cpus.push(cpu);
+            match ends.last_mut() {
+                Some((last, end)) if *last == unit => *end = cpus.len(),
+                _ => ends.push((unit, cpus.len())),
+            }
+        }
+        Units { ends, cpus }
+    }
+
+    /// The number of distinct units.
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// The CPUs of `unit`, ascending; empty for an unknown unit.
+    fn cpus(&self, unit: u32) -> &[u32] {
+        match self.ends.binary_search_by_key(&unit, |(id, _)| *id) {
+            Ok(i) => {
+                let start = if i == 0 { 0 } else { self.ends[i - 1].1 };
+                &self.cpus[start..self.ends[i].1]
+            }
+            Err(_) => &[],
+        }
+    }
+}
+
 /// The CPU topology of a node (upstream `CPUTopology`).
+///
+/// Besides the details it keeps the CPUs of every core, socket, NUMA node
+/// and uncore cache, built once: the assignment loops ask for them per unit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CpuTopology {
     details: CpuDetails,
+    cores: Units,
+    sockets: Units,
+    numa_nodes: Units,
+    uncore_caches: Units,
     num_cores: usize,
     num_sockets: usize,
     num_numa_nodes: usize,
@@ -299,7 +404,9 @@ impl CpuTopology {
     pub fn new(
         cpus: impl IntoIterator<Item = (u32, CpuInfo)>,
     ) -> Result<CpuTopology, CpuTopologyError> {
-        let mut map: BTreeMap<u32, CpuInfo> = BTreeMap::new();
+        let mut entries: Vec<(u32, CpuInfo)> = Vec::new();
+        // Duplicates are found with a bitmap of every possible id, in input order.
+        let mut seen = vec![0u64; (MAX_CPU_ID as usize + 1).div_ceil(64)];
         for (cpu, info) in cpus {
             if cpu > MAX_CPU_ID {
                 return Err(CpuTopologyError::CpuIdTooLarge { cpu });
@@ -310,31 +417,53 @@ impl CpuTopology {
                     numa_node_id: info.numa_node_id,
                 });
             }
-            if map.insert(cpu, info).is_some() {
+            let (word, bit) = (cpu as usize / 64, 1u64 << (cpu % 64));
+            if seen[word] & bit != 0 {
                 return Err(CpuTopologyError::DuplicateCpu { cpu });
             }
+            seen[word] |= bit;
+            entries.push((cpu, info));
         }
-        if map.is_empty() {
+        if entries.is_empty() {
             return Err(CpuTopologyError::NoCpus);
         }
-        let mut core_units: BTreeMap<u32, (u32, u32)> = BTreeMap::new();
-        for info in map.values() {
-            let unit = (info.socket_id, info.numa_node_id);
-            if *core_units.entry(info.core_id).or_insert(unit) != unit {
-                return Err(CpuTopologyError::CoreSpansUnits {
-                    core_id: info.core_id,
-                });
+        entries.sort_unstable_by_key(|(cpu, _)| *cpu);
+        let details = CpuDetails { entries };
+        let cores = Units::new(&details, |info| info.core_id);
+        // A core must sit in one socket and one NUMA node. Reported: the core
+        // of the lowest CPU whose unit differs from that of its core's lowest
+        // CPU, as a walk in CPU order finds it.
+        let mut spanning: Option<(u32, u32)> = None;
+        for &(core, _) in &cores.ends {
+            let unit = |cpu: u32| {
+                details
+                    .get(cpu)
+                    .map(|info| (info.socket_id, info.numa_node_id))
+            };
+            let cpus = cores.cpus(core);
+            let first = unit(cpus[0]);
+            if let Some(&cpu) = cpus.iter().find(|&&cpu| unit(cpu) != first)
+                && spanning.is_none_or(|(lowest, _)| cpu < lowest)
+            {
+                spanning = Some((cpu, core));
             }
         }
-        let details = CpuDetails {
-            entries: map.into_iter().collect(),
-        };
+        if let Some((_, core_id)) = spanning {
+            return Err(CpuTopologyError::CoreSpansUnits { core_id });
+        }
+        let sockets = Units::new(&details, |info| info.socket_id);
+        let numa_nodes = Units::new(&details, |info| info.numa_node_id);
+        let uncore_caches = Units::new(&details, CpuInfo::uncore_cache);
         Ok(CpuTopology {
-            num_cores: details.cores().len(),
-            num_sockets: details.sockets().len(),
-            num_numa_nodes: details.numa_nodes().len(),
-            num_uncore_caches: details.uncore_caches().len(),
+            num_cores: cores.len(),
+            num_sockets: sockets.len(),
+            num_numa_nodes: numa_nodes.len(),
+            num_uncore_caches: uncore_caches.len(),
             details,
+            cores,
+            sockets,
+            numa_nodes,
+            uncore_caches,
         })
     }
 
@@ -351,6 +480,26 @@ impl CpuTopology {
     /// All CPU ids.
     pub fn cpus(&self) -> CpuSet {
         self.details.cpus()
+    }
+
+    /// All CPUs of core `core`, ascending (empty for an unknown core).
+    pub fn core_cpus(&self, core: u32) -> &[u32] {
+        self.cores.cpus(core)
+    }
+
+    /// All CPUs of socket `socket`, ascending (empty for an unknown socket).
+    pub fn socket_cpus(&self, socket: u32) -> &[u32] {
+        self.sockets.cpus(socket)
+    }
+
+    /// All CPUs of NUMA node `numa`, ascending (empty for an unknown node).
+    pub fn numa_node_cpus(&self, numa: u32) -> &[u32] {
+        self.numa_nodes.cpus(numa)
+    }
+
+    /// All CPUs of uncore cache `uncore`, ascending (empty for an unknown cache).
+    pub fn uncore_cache_cpus(&self, uncore: u32) -> &[u32] {
+        self.uncore_caches.cpus(uncore)
     }
 
     /// `NumCPUs`.
@@ -444,7 +593,12 @@ impl CpuTopology {
 
     /// The CPUs of the NUMA nodes set in `mask` (bit n = NUMA node n).
     pub fn cpus_in_numa_mask(&self, mask: u64) -> CpuSet {
-        self.details.cpus_in_numa_nodes(&mask_bits(mask))
+        CpuSet::from_vec(
+            mask_bits(mask)
+                .into_iter()
+                .flat_map(|numa| self.numa_node_cpus(numa).iter().copied())
+                .collect(),
+        )
     }
 }
 

@@ -73,7 +73,7 @@ pub struct CpuSet {
 
 impl CpuSet {
     /// The empty set.
-    pub fn new() -> CpuSet {
+    pub const fn new() -> CpuSet {
         CpuSet { ids: Vec::new() }
     }
 
@@ -130,9 +130,15 @@ impl CpuSet {
                 seen[id as usize / 64] |= 1u64 << (id % 64);
             }
         }
-        let ids = (0..=MAX_CPU_ID)
-            .filter(|&id| seen[id as usize / 64] & (1u64 << (id % 64)) != 0)
-            .collect();
+        // Walk the set bits word by word (most words are empty).
+        let mut ids = Vec::new();
+        for (index, &word) in seen.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                ids.push(index as u32 * 64 + bits.trailing_zeros());
+                bits &= bits - 1;
+            }
+        }
         Ok(CpuSet { ids })
     }
 

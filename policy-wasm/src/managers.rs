@@ -280,24 +280,28 @@ impl Machine {
             }
         }
         let mut cpus = Vec::with_capacity(topology.cpus.len());
-        let mut seen = BTreeSet::new();
+        // Every id is at most MAX_CPU_ID once checked, so a bitmap finds duplicates.
+        let mut seen = vec![0u64; (MAX_CPU_ID as usize + 1).div_ceil(64)];
         for (i, cpu) in topology.cpus.iter().enumerate() {
-            let path = format!("topology.cpus[{i}]");
+            // Formatted only for an error: a big machine lists hundreds of CPUs.
+            let path = || format!("topology.cpus[{i}]");
             if cpu.id > MAX_CPU_ID {
                 errors.push(invalid(
-                    format!("{path}.id"),
+                    format!("{}.id", path()),
                     format!("CPU ids must be at most {MAX_CPU_ID}"),
                     &cpu.id.to_string(),
                 ));
                 continue;
             }
-            if !seen.insert(cpu.id) {
-                errors.push(duplicate(format!("{path}.id"), &cpu.id.to_string()));
+            let (word, bit) = (cpu.id as usize / 64, 1u64 << (cpu.id % 64));
+            if seen[word] & bit != 0 {
+                errors.push(duplicate(format!("{}.id", path()), &cpu.id.to_string()));
                 continue;
             }
+            seen[word] |= bit;
             if !numa.contains_key(&(cpu.numa_node as usize)) {
                 errors.push(invalid(
-                    format!("{path}.numaNode"),
+                    format!("{}.numaNode", path()),
                     "the CPU's NUMA node is not listed in topology.numaNodes",
                     &cpu.numa_node.to_string(),
                 ));

@@ -21,7 +21,7 @@
 use std::cell::Cell;
 use std::fmt;
 
-use crate::cpu_topology::{CpuDetails, CpuTopology};
+use crate::cpu_topology::{CpuDetails, CpuInfo, CpuTopology, UnitCounts};
 use crate::cpuset::CpuSet;
 
 /// How single CPUs are ordered once whole units are taken (upstream `CPUSortingStrategy`).
@@ -144,9 +144,9 @@ impl<'t> CpuAccumulator<'t> {
     pub(crate) fn take(&mut self, cpus: &CpuSet) {
         let added = cpus.difference(&self.result).len();
         self.result = self.result.union(cpus);
-        self.details = self
-            .details
-            .keep_only(&self.details.cpus().difference(&self.result));
+        // `details` never holds a CPU of `result`, so dropping `cpus` is the
+        // same as upstream's `KeepOnly(details.CPUs() - result)`.
+        self.details.remove(cpus);
         self.needed -= i64::try_from(added).unwrap_or(i64::MAX);
     }
 
@@ -166,44 +166,49 @@ impl<'t> CpuAccumulator<'t> {
         self.details.cpus_in_numa_nodes(&[numa]).len()
     }
 
-    fn free_in_socket(&self, socket: u32) -> usize {
-        self.details.cpus_in_sockets(&[socket]).len()
-    }
+    // The sorts below count the free CPUs of every unit in one pass
+    // (`count_by`) instead of scanning all CPUs once per unit; the order is
+    // upstream's: fewest free first, ties by id, parents in their own order.
 
     pub(crate) fn sort_available_numa_nodes(&self) -> Vec<u32> {
+        let free = self.details.count_by(|info| info.numa_node_id);
+        let free_in = |numa: u32| free.get(numa).unwrap_or(0);
         if self.numa_first {
-            return sort_by_free(self.details.numa_nodes(), |numa| self.free_in_numa(numa));
+            return sort_by_free(free.ids().collect(), free_in);
         }
         let mut out = Vec::new();
         for socket in self.sort_available_sockets() {
             extend_unique(
                 &mut out,
-                sort_by_free(self.details.numa_nodes_in_sockets(&[socket]), |n| {
-                    self.free_in_numa(n)
-                }),
+                sort_by_free(self.details.numa_nodes_in_sockets(&[socket]), free_in),
             );
         }
         out
     }
 
     pub(crate) fn sort_available_sockets(&self) -> Vec<u32> {
+        let free = self.details.count_by(|info| info.socket_id);
+        let free_in = |socket: u32| free.get(socket).unwrap_or(0);
         if !self.numa_first {
-            return sort_by_free(self.details.sockets(), |socket| self.free_in_socket(socket));
+            return sort_by_free(free.ids().collect(), free_in);
         }
         let mut out = Vec::new();
         for numa in self.sort_available_numa_nodes() {
             extend_unique(
                 &mut out,
-                sort_by_free(self.details.sockets_in_numa_nodes(&[numa]), |s| {
-                    self.free_in_socket(s)
-                }),
+                sort_by_free(self.details.sockets_in_numa_nodes(&[numa]), free_in),
             );
         }
         out
     }
 
     pub(crate) fn sort_available_cores(&self) -> Vec<u32> {
-        let free_in_core = |core: u32| self.details.cpus_in_cores(&[core]).len();
+        self.sort_available_cores_with(&self.details.count_by(|info| info.core_id))
+    }
+
+    /// [`Self::sort_available_cores`] with the free CPUs per core already counted.
+    fn sort_available_cores_with(&self, free: &UnitCounts) -> Vec<u32> {
+        let free_in_core = |core: u32| free.get(core).unwrap_or(0);
         let mut out = Vec::new();
         if self.numa_first {
             for socket in self.sort_available_sockets() {
@@ -224,7 +229,12 @@ impl<'t> CpuAccumulator<'t> {
     }
 
     fn sort_available_uncore_caches(&self) -> Vec<u32> {
-        let free_in_uncore = |uncore: u32| self.details.cpus_in_uncore_caches(&[uncore]).len();
+        self.sort_available_uncore_caches_with(&self.details.count_by(CpuInfo::uncore_cache))
+    }
+
+    /// [`Self::sort_available_uncore_caches`] with the free CPUs per cache already counted.
+    fn sort_available_uncore_caches_with(&self, free: &UnitCounts) -> Vec<u32> {
+        let free_in_uncore = |uncore: u32| free.get(uncore).unwrap_or(0);
         let mut out = Vec::new();
         for numa in self.sort_available_numa_nodes() {
             extend_unique(
@@ -243,13 +253,15 @@ impl<'t> CpuAccumulator<'t> {
         let mut out = Vec::new();
         match self.strategy {
             CpuSortingStrategy::Packed => {
+                let by_core = self.details.group_by(|info| info.core_id);
                 for core in self.sort_available_cores() {
-                    out.extend(self.details.cpus_in_cores(&[core]).iter());
+                    out.extend(by_core.get(&core).into_iter().flatten());
                 }
             }
             CpuSortingStrategy::Spread => {
+                let by_socket = self.details.group_by(|info| info.socket_id);
                 for socket in self.sort_available_sockets() {
-                    out.extend(self.details.cpus_in_sockets(&[socket]).iter());
+                    out.extend(by_socket.get(&socket).into_iter().flatten());
                 }
             }
         }
@@ -257,12 +269,10 @@ impl<'t> CpuAccumulator<'t> {
     }
 
     pub(crate) fn free_numa_nodes(&self) -> Vec<u32> {
-        let topo_details = self.topo.details();
+        let free = self.details.count_by(|info| info.numa_node_id);
         self.sort_available_numa_nodes()
             .into_iter()
-            .filter(|&numa| {
-                self.free_in_numa(numa) == topo_details.cpus_in_numa_nodes(&[numa]).len()
-            })
+            .filter(|&numa| free.get(numa) == Some(self.topo.numa_node_cpus(numa).len()))
             .collect()
     }
 
@@ -274,51 +284,45 @@ impl<'t> CpuAccumulator<'t> {
     // reserved ones and other containers' exclusive ones (kubernetes#140495,
     // fixed upstream by #140498). On even machines both agree.
     pub(crate) fn free_sockets(&self) -> Vec<u32> {
-        let topo_details = self.topo.details();
+        let free = self.details.count_by(|info| info.socket_id);
         self.sort_available_sockets()
             .into_iter()
-            .filter(|&socket| {
-                self.free_in_socket(socket) == topo_details.cpus_in_sockets(&[socket]).len()
-            })
+            .filter(|&socket| free.get(socket) == Some(self.topo.socket_cpus(socket).len()))
             .collect()
     }
 
     pub(crate) fn free_cores(&self) -> Vec<u32> {
-        let topo_details = self.topo.details();
-        self.sort_available_cores()
+        let free = self.details.count_by(|info| info.core_id);
+        self.sort_available_cores_with(&free)
             .into_iter()
-            .filter(|&core| {
-                self.details.cpus_in_cores(&[core]).len()
-                    == topo_details.cpus_in_cores(&[core]).len()
-            })
+            .filter(|&core| free.get(core) == Some(self.topo.core_cpus(core).len()))
             .collect()
     }
 
     fn free_uncore_caches(&self) -> Vec<u32> {
-        let topo_details = self.topo.details();
-        self.sort_available_uncore_caches()
+        let free = self.details.count_by(CpuInfo::uncore_cache);
+        self.sort_available_uncore_caches_with(&free)
             .into_iter()
-            .filter(|&uncore| {
-                self.details.cpus_in_uncore_caches(&[uncore]).len()
-                    == topo_details.cpus_in_uncore_caches(&[uncore]).len()
-            })
+            .filter(|&uncore| free.get(uncore) == Some(self.topo.uncore_cache_cpus(uncore).len()))
             .collect()
     }
 
     fn take_full_numa_nodes(&mut self) {
+        let topo = self.topo;
         for numa in self.free_numa_nodes() {
-            let cpus = self.topo.details().cpus_in_numa_nodes(&[numa]);
+            let cpus = topo.numa_node_cpus(numa);
             if self.needs_at_least(cpus.len()) {
-                self.take(&cpus);
+                self.take(&CpuSet::from_vec(cpus.to_vec()));
             }
         }
     }
 
     fn take_full_sockets(&mut self) {
+        let topo = self.topo;
         for socket in self.free_sockets() {
-            let cpus = self.topo.details().cpus_in_sockets(&[socket]);
+            let cpus = topo.socket_cpus(socket);
             if self.needs_at_least(cpus.len()) {
-                self.take(&cpus);
+                self.take(&CpuSet::from_vec(cpus.to_vec()));
             }
         }
     }
@@ -340,10 +344,11 @@ impl<'t> CpuAccumulator<'t> {
     }
 
     fn take_full_uncore_caches(&mut self) {
+        let topo = self.topo;
         for uncore in self.free_uncore_caches() {
-            let cpus = self.topo.details().cpus_in_uncore_caches(&[uncore]);
+            let cpus = topo.uncore_cache_cpus(uncore);
             if self.needs_at_least(cpus.len()) {
-                self.take(&cpus);
+                self.take(&CpuSet::from_vec(cpus.to_vec()));
             }
         }
     }
@@ -384,10 +389,11 @@ impl<'t> CpuAccumulator<'t> {
     }
 
     fn take_full_cores(&mut self) {
+        let topo = self.topo;
         for core in self.free_cores() {
-            let cpus = self.topo.details().cpus_in_cores(&[core]);
+            let cpus = topo.core_cpus(core);
             if self.needs_at_least(cpus.len()) {
-                self.take(&cpus);
+                self.take(&CpuSet::from_vec(cpus.to_vec()));
             }
         }
     }
