@@ -55,7 +55,7 @@ pub mod bindings {
                     .ok_or_else(|| wasmtime::format_err!("no export `{name}` found"))
             };
             Ok(load_exports!(load, self.indices;
-                policy_info, validate_node, default_pod, validate_pod,
+                policy_info, validate_node, default_pod, validate_pod, pod_warnings,
                 effective_resources, qos_class, pod_resource_config,
                 oom_score_adjust, container_memory_high, node_memory_qos,
                 resize_plan, evaluate, admit, release, manager_operation,

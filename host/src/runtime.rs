@@ -27,7 +27,7 @@ pub static EMBEDDED_POLICY: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/policy.component.wasm"));
 
 /// The WIT package version this host speaks.
-pub const WIT_VERSION: &str = "0.4.0";
+pub const WIT_VERSION: &str = "0.5.0";
 
 /// How often the epoch ticker advances the engine's epoch.
 const EPOCH_TICK: Duration = Duration::from_millis(10);

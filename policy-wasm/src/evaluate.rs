@@ -41,6 +41,11 @@ pub fn validate_pod(pod: &wit::Pod, node: &wit::NodeSettings) -> Vec<FieldError>
     }
 }
 
+/// Export `pod-warnings`.
+pub fn pod_warnings(pod: &wit::Pod) -> Vec<String> {
+    crate::warnings::pod_warnings(pod)
+}
+
 /// Export `effective-resources`.
 pub fn effective_resources(
     pod: &wit::Pod,

@@ -19,6 +19,9 @@ impl Guest for PodPolicy {
     fn validate_pod(pod: Pod, node: NodeSettings) -> Vec<FieldError> {
         evaluate::validate_pod(&pod, &node)
     }
+    fn pod_warnings(pod: Pod) -> Vec<String> {
+        evaluate::pod_warnings(&pod)
+    }
     fn effective_resources(
         pod: Pod,
         options: PodResourcesOptions,

@@ -60,6 +60,7 @@ pub mod resize;
 pub mod resources;
 pub mod topology;
 pub mod validation;
+pub mod warnings;
 
 // The export glue wit-bindgen generates is unsafe by nature; it stays in the shim.
 #[cfg(target_arch = "wasm32")]
@@ -69,7 +70,7 @@ mod guest;
 /// The policy implementation version.
 pub const POLICY_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The WIT package version this crate implements (`podpolicy:policy@...`).
-pub const WIT_VERSION: &str = "0.4.0";
+pub const WIT_VERSION: &str = "0.5.0";
 /// The Kubernetes release whose semantics and defaults this policy follows.
 pub const KUBERNETES_VERSION: &str = "1.36";
 

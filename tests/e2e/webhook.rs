@@ -309,6 +309,51 @@ async fn validate_allows_the_kubectl_style_pod_and_the_valid_examples() {
     server.stop().await;
 }
 
+/// Fractional byte values get upstream's warnings on /validate (the pod is
+/// still allowed), none on /mutate, and a whole-byte pod gets none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validate_returns_upstream_fractional_byte_warnings() {
+    let server = TestServer::start(options()).await;
+    let mut client = server.client().await;
+    let pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "fractional", "namespace": "default"},
+        "spec": {
+            "initContainers": [{"name": "init", "image": "i",
+                "resources": {"requests": {"ephemeral-storage": "100m"}}}],
+            "containers": [{"name": "app", "image": "a",
+                "resources": {"limits": {"memory": "1.5", "cpu": "500m"}}}],
+        },
+    });
+    let reply = client
+        .post_json("/validate", &review("warn-1", "CREATE", &pod, None))
+        .await
+        .expect("request");
+    let response = response_of(&reply, "warn-1");
+    assert_eq!(response["allowed"], true, "{response}");
+    assert_eq!(
+        response["warnings"],
+        json!([
+            "spec.initContainers[0].resources.requests[ephemeral-storage]: fractional byte value \"100m\" is invalid, must be an integer",
+            "spec.containers[0].resources.limits[memory]: fractional byte value \"1500m\" is invalid, must be an integer",
+        ]),
+        "{response}"
+    );
+    let reply = client
+        .post_json("/mutate", &review("warn-2", "CREATE", &pod, None))
+        .await
+        .expect("request");
+    assert!(response_of(&reply, "warn-2").get("warnings").is_none());
+    let doc = fixture("kep-ide.yaml");
+    let reply = client
+        .post_json("/validate", &review("warn-3", "CREATE", &doc.json, None))
+        .await
+        .expect("request");
+    assert!(response_of(&reply, "warn-3").get("warnings").is_none());
+    server.stop().await;
+}
+
 /// Each invalid example is denied with the documented field errors (the
 /// golden `*.expected.json` files), every one with its path, in the status
 /// message and as a cause.

@@ -619,26 +619,30 @@ pub fn review(
         Ok(read) => read,
         Err(denial) => return Ok(*denial),
     };
-    match endpoint {
-        Endpoint::Mutate => mutate(policy, node, uid, &name, &pod),
+    let mut verdict = match endpoint {
+        Endpoint::Mutate => return mutate(policy, node, uid, &name, &pod),
         Endpoint::Validate => match (change, &request.old_object) {
             (Some(SpecChange::ResourcesOnly), Some(old_json)) => {
                 let old = match read_pod(uid, "request.oldObject", old_json, request_name) {
                     Ok((pod, _)) => pod,
                     Err(denial) => return Ok(*denial),
                 };
-                validate_resize(policy, node, uid, &name, &old, &pod)
+                validate_resize(policy, node, uid, &name, &old, &pod)?
             }
             _ => {
                 let errors = policy.call(|p, store| p.call_validate_pod(store, &pod, node))?;
-                Ok(if errors.is_empty() {
+                if errors.is_empty() {
                     allow(uid, Outcome::Allowed)
                 } else {
                     deny_invalid(uid, &name, &errors)
-                })
+                }
             }
         },
-    }
+    };
+    // Upstream's pod warnings (fractional bytes), on the validating side only
+    // so that a client sees each once; they go with denials too.
+    verdict.response.warnings = policy.call(|p, store| p.call_pod_warnings(store, &pod))?;
+    Ok(verdict)
 }
 
 fn mutate(
