@@ -2086,32 +2086,10 @@ mod tests {
         resources: Option<wit::ResourceRequirements>,
         containers: Vec<wit::Container>,
     ) -> wit::Pod {
-        wit::Pod {
-            name: uid.into(),
-            namespace: String::new(),
-            uid: uid.into(),
-            annotations: Vec::new(),
-            spec: wit::PodSpec {
-                containers,
-                init_containers: Vec::new(),
-                ephemeral_containers: Vec::new(),
-                resources,
-                overhead: None,
-                priority: None,
-                priority_class_name: None,
-                os_name: None,
-                restart_policy: None,
-            },
-            status: wit::PodStatus {
-                qos_class: None,
-                resources: None,
-                allocated_resources: None,
-                container_statuses: Vec::new(),
-                init_container_statuses: Vec::new(),
-                conditions: Vec::new(),
-                node_allocatable_claim_statuses: Vec::new(),
-            },
-        }
+        let mut pod = crate::model::bare_pod(uid, containers);
+        pod.uid = uid.into();
+        pod.spec.resources = resources;
+        pod
     }
 
     /// topoDualSocketHT with 8Gi per NUMA node.

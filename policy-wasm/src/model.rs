@@ -541,3 +541,34 @@ pub fn to_resource_list(map: &ResourceMap) -> Vec<wit::ResourceQuantity> {
         })
         .collect()
 }
+
+/// A WIT pod with `containers` and nothing else set, for unit tests.
+#[cfg(test)]
+pub(crate) fn bare_pod(name: &str, containers: Vec<wit::Container>) -> wit::Pod {
+    wit::Pod {
+        name: name.into(),
+        namespace: String::new(),
+        uid: String::new(),
+        annotations: Vec::new(),
+        spec: wit::PodSpec {
+            containers,
+            init_containers: Vec::new(),
+            ephemeral_containers: Vec::new(),
+            resources: None,
+            overhead: None,
+            priority: None,
+            priority_class_name: None,
+            os_name: None,
+            restart_policy: None,
+        },
+        status: wit::PodStatus {
+            qos_class: None,
+            resources: None,
+            allocated_resources: None,
+            container_statuses: Vec::new(),
+            init_container_statuses: Vec::new(),
+            conditions: Vec::new(),
+            node_allocatable_claim_statuses: Vec::new(),
+        },
+    }
+}

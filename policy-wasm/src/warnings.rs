@@ -95,32 +95,9 @@ mod tests {
     }
 
     fn pod(containers: Vec<wit::Container>, overhead: &[(&str, &str)]) -> wit::Pod {
-        wit::Pod {
-            name: "p".into(),
-            namespace: String::new(),
-            uid: String::new(),
-            annotations: Vec::new(),
-            spec: wit::PodSpec {
-                containers,
-                init_containers: Vec::new(),
-                ephemeral_containers: Vec::new(),
-                resources: None,
-                overhead: (!overhead.is_empty()).then(|| list(overhead)).flatten(),
-                priority: None,
-                priority_class_name: None,
-                os_name: None,
-                restart_policy: None,
-            },
-            status: wit::PodStatus {
-                qos_class: None,
-                resources: None,
-                allocated_resources: None,
-                container_statuses: Vec::new(),
-                init_container_statuses: Vec::new(),
-                conditions: Vec::new(),
-                node_allocatable_claim_statuses: Vec::new(),
-            },
-        }
+        let mut pod = crate::model::bare_pod("p", containers);
+        pod.spec.overhead = (!overhead.is_empty()).then(|| list(overhead)).flatten();
+        pod
     }
 
     #[test]
