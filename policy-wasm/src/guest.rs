@@ -4,6 +4,12 @@
 use crate::evaluate;
 use crate::wit::*;
 
+// talc rather than std's dlmalloc: a policy call is a burst of small
+// allocations, and talc takes far fewer wasm instructions per malloc/free
+// (BENCHMARKS.md, "Guest allocator"). The component is single-threaded.
+#[global_allocator]
+static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
+
 struct PodPolicy;
 
 impl Guest for PodPolicy {
