@@ -230,38 +230,50 @@ impl Quantity {
         if self.nanos == 0 {
             return "0".to_owned();
         }
-        let whole = self.nanos % NANOS_PER_UNIT == 0;
-        if self.format == Format::BinarySI && whole && self.nanos.abs() >= 1024 * NANOS_PER_UNIT {
-            let mut mantissa = self.nanos / NANOS_PER_UNIT;
+        // One i128 division, then 64-bit work: i128 division is a libcall (and
+        // slower still in wasm). Whole units always fit an i64 (|nanos| <= MAX_NANOS).
+        let units = self.nanos / NANOS_PER_UNIT;
+        let whole = units * NANOS_PER_UNIT == self.nanos;
+        if self.format == Format::BinarySI && whole && units.abs() >= 1024 {
+            let mut mantissa = units as i64;
             let mut power = 0;
             while power < 6 && mantissa % 1024 == 0 {
                 mantissa /= 1024;
                 power += 1;
             }
             const BINARY: [&str; 7] = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
-            return format!("{mantissa}{}", BINARY[power]);
+            return with_suffix(mantissa, BINARY[power]);
         }
         // Strip trailing zeros in groups of three: mantissa * 10^exponent, exponent >= -9.
+        let (mut mantissa, mut exponent) = if whole {
+            (units as i64, 0)
+        } else if let Ok(nanos) = i64::try_from(self.nanos) {
+            (nanos, -9)
+        } else {
+            return self.wide_canonical_string();
+        };
+        while mantissa % 1000 == 0 {
+            mantissa /= 1000;
+            exponent += 3;
+        }
+        match (self.format, si_suffix(exponent)) {
+            (Format::DecimalExponent, _) | (_, None) if exponent != 0 => {
+                format!("{mantissa}e{exponent}")
+            }
+            (_, suffix) => with_suffix(mantissa, suffix.unwrap_or("")),
+        }
+    }
+
+    /// [`Quantity::to_canonical_string`] for a fraction whose nano count
+    /// does not fit an i64 (above about 9.2e9 units), in i128 throughout.
+    fn wide_canonical_string(&self) -> String {
         let mut mantissa = self.nanos;
         let mut exponent: i32 = -9;
         while mantissa % 1000 == 0 {
             mantissa /= 1000;
             exponent += 3;
         }
-        let si = match exponent {
-            -9 => Some("n"),
-            -6 => Some("u"),
-            -3 => Some("m"),
-            0 => Some(""),
-            3 => Some("k"),
-            6 => Some("M"),
-            9 => Some("G"),
-            12 => Some("T"),
-            15 => Some("P"),
-            18 => Some("E"),
-            _ => None,
-        };
-        match (self.format, si) {
+        match (self.format, si_suffix(exponent)) {
             (Format::DecimalExponent, _) | (_, None) if exponent != 0 => {
                 format!("{mantissa}e{exponent}")
             }
@@ -406,7 +418,41 @@ impl fmt::Display for QuantityError {
 impl core::error::Error for QuantityError {}
 
 /// `ceil(n / d)` for `d > 0`.
+/// The decimal SI suffix of `10^exponent`, if it has one.
+fn si_suffix(exponent: i32) -> Option<&'static str> {
+    match exponent {
+        -9 => Some("n"),
+        -6 => Some("u"),
+        -3 => Some("m"),
+        0 => Some(""),
+        3 => Some("k"),
+        6 => Some("M"),
+        9 => Some("G"),
+        12 => Some("T"),
+        15 => Some("P"),
+        18 => Some("E"),
+        _ => None,
+    }
+}
+
+/// `mantissa` in decimal followed by `suffix`, without the `fmt` machinery.
+fn with_suffix(mantissa: i64, suffix: &str) -> String {
+    let mut buffer = itoa::Buffer::new();
+    let digits = buffer.format(mantissa);
+    let mut out = String::with_capacity(digits.len() + suffix.len());
+    out.push_str(digits);
+    out.push_str(suffix);
+    out
+}
+
 fn div_ceil(n: i128, d: i128) -> i128 {
+    // Most quantities fit 64 bits, where division is one instruction rather
+    // than an i128 libcall.
+    if let (Ok(n), Ok(d)) = (i64::try_from(n), i64::try_from(d))
+        && d > 0
+    {
+        return i128::from(n.div_euclid(d) + i64::from(n.rem_euclid(d) != 0));
+    }
     let q = n.div_euclid(d);
     if n.rem_euclid(d) == 0 { q } else { q + 1 }
 }
@@ -441,7 +487,44 @@ enum Multiplier {
     Binary(u32),
 }
 
+/// The plain form almost every manifest uses, `<digits><suffix>` with at
+/// most 18 digits and an SI or binary suffix (`256Mi`, `100m`, `2`), exactly
+/// as the general parser reads it; `None` hands anything else to that parser.
+fn parse_plain(s: &str) -> Option<Quantity> {
+    let bytes = s.as_bytes();
+    let digits = bytes.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || digits > 18 {
+        return None;
+    }
+    let value = bytes[..digits]
+        .iter()
+        .fold(0i128, |acc, b| acc * 10 + i128::from(b - b'0'));
+    let (multiplier, format) = fixed_suffix(&s[digits..])?;
+    let nanos = match multiplier {
+        Multiplier::Decimal(e) if e >= -9 => {
+            value.checked_mul(10i128.pow(u32::try_from(e + 9).ok()?))?
+        }
+        Multiplier::Decimal(_) => return None,
+        Multiplier::Binary(k) => value.checked_mul(NANOS_PER_UNIT << (10 * k))?,
+    };
+    if nanos > MAX_NANOS {
+        return None;
+    }
+    // As in the general parser: binary strictly between 0 and 1 prints as DecimalSI.
+    let format = if format == Format::BinarySI && nanos > 0 && nanos < NANOS_PER_UNIT {
+        Format::DecimalSI
+    } else {
+        format
+    };
+    Some(Quantity { nanos, format })
+}
+
 fn parse_quantity(s: &str) -> Result<Quantity, QuantityError> {
+    parse_plain(s).map_or_else(|| parse_general(s), Ok)
+}
+
+/// Every form upstream accepts: signs, fractions, exponents, and the errors.
+fn parse_general(s: &str) -> Result<Quantity, QuantityError> {
     if s.is_empty() {
         return Err(QuantityError::Empty);
     }
@@ -510,9 +593,10 @@ fn parse_quantity(s: &str) -> Result<Quantity, QuantityError> {
     })
 }
 
-fn parse_suffix(suffix: &str) -> Result<(Multiplier, Format), SyntaxError> {
-    let decimal = |e| Ok((Multiplier::Decimal(e), Format::DecimalSI));
-    let binary = |k| Ok((Multiplier::Binary(k), Format::BinarySI));
+/// The SI and binary suffixes (not the `e<n>` exponent forms).
+fn fixed_suffix(suffix: &str) -> Option<(Multiplier, Format)> {
+    let decimal = |e| Some((Multiplier::Decimal(e), Format::DecimalSI));
+    let binary = |k| Some((Multiplier::Binary(k), Format::BinarySI));
     match suffix {
         "" => decimal(0),
         "n" => decimal(-9),
@@ -530,36 +614,41 @@ fn parse_suffix(suffix: &str) -> Result<(Multiplier, Format), SyntaxError> {
         "Ti" => binary(4),
         "Pi" => binary(5),
         "Ei" => binary(6),
-        _ => {
-            let Some(rest) = suffix.strip_prefix(['e', 'E']) else {
-                return Err(SyntaxError::UnknownSuffix(echo(suffix)));
-            };
-            let (negative, digits) = match rest.as_bytes().first() {
-                Some(b'-') => (true, &rest[1..]),
-                Some(b'+') => (false, &rest[1..]),
-                _ => (false, rest),
-            };
-            if digits.is_empty() {
-                return Err(SyntaxError::MissingExponent);
-            }
-            if !digits.bytes().all(|c| c.is_ascii_digit()) {
-                return Err(
-                    if digits.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
-                        SyntaxError::InvalidExponent(echo(rest))
-                    } else {
-                        SyntaxError::UnknownSuffix(echo(suffix))
-                    },
-                );
-            }
-            let exponent = digits.bytes().fold(0i128, |acc, c| {
-                (acc * 10 + i128::from(c - b'0')).min(EXPONENT_CAP)
-            });
-            Ok((
-                Multiplier::Decimal(if negative { -exponent } else { exponent }),
-                Format::DecimalExponent,
-            ))
-        }
+        _ => None,
     }
+}
+
+fn parse_suffix(suffix: &str) -> Result<(Multiplier, Format), SyntaxError> {
+    if let Some(parsed) = fixed_suffix(suffix) {
+        return Ok(parsed);
+    }
+    let Some(rest) = suffix.strip_prefix(['e', 'E']) else {
+        return Err(SyntaxError::UnknownSuffix(echo(suffix)));
+    };
+    let (negative, digits) = match rest.as_bytes().first() {
+        Some(b'-') => (true, &rest[1..]),
+        Some(b'+') => (false, &rest[1..]),
+        _ => (false, rest),
+    };
+    if digits.is_empty() {
+        return Err(SyntaxError::MissingExponent);
+    }
+    if !digits.bytes().all(|c| c.is_ascii_digit()) {
+        return Err(
+            if digits.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+                SyntaxError::InvalidExponent(echo(rest))
+            } else {
+                SyntaxError::UnknownSuffix(echo(suffix))
+            },
+        );
+    }
+    let exponent = digits.bytes().fold(0i128, |acc, c| {
+        (acc * 10 + i128::from(c - b'0')).min(EXPONENT_CAP)
+    });
+    Ok((
+        Multiplier::Decimal(if negative { -exponent } else { exponent }),
+        Format::DecimalExponent,
+    ))
 }
 
 /// The digits of `<int>.<frac>` viewed as one sequence without copying.
@@ -671,6 +760,59 @@ fn magnitude_nanos(int: &[u8], frac: &[u8], multiplier: Multiplier) -> Option<i1
 
 #[cfg(test)]
 mod tests {
+    /// The plain-form fast path reads every input it takes exactly as the
+    /// general parser does, value and format, and declines the rest.
+    #[test]
+    fn plain_fast_path_matches_the_general_parser() {
+        let numbers = [
+            "0",
+            "00",
+            "1",
+            "7",
+            "10",
+            "999",
+            "1000",
+            "1024",
+            "0001024",
+            "123456789",
+            "999999999999999999",
+            "9223372036854775807",
+            "100000000000000000",
+            "9223372",
+            "9223373",
+            "8796093022208",
+        ];
+        let suffixes = [
+            "", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei",
+            "e3", "E-2", "mi", "K", " ", ".5", "i",
+        ];
+        let mut taken = 0;
+        for number in numbers {
+            for suffix in suffixes {
+                let input = format!("{number}{suffix}");
+                let general = super::parse_general(&input);
+                match super::parse_plain(&input) {
+                    Some(fast) => {
+                        taken += 1;
+                        let general = general.unwrap_or_else(|e| panic!("{input}: {e}"));
+                        assert_eq!(
+                            (fast.nanos(), fast.format()),
+                            (general.nanos(), general.format()),
+                            "{input}"
+                        );
+                    }
+                    None => assert!(
+                        number.len() > 18
+                            || !suffix.chars().all(char::is_alphabetic)
+                            || general.is_err(),
+                        "{input} declined but plain"
+                    ),
+                }
+            }
+        }
+        assert!(taken >= 150, "the fast path took only {taken} inputs");
+    }
+
     use super::*;
     use std::hash::DefaultHasher;
 
