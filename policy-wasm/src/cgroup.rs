@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use crate::model::{Container, ContainerKind, Pod, ResourceMap};
 use crate::node::NodeConfig;
 use crate::quantity::Quantity;
-use crate::resources::{self, is_hugepages, pod_level_resources_set};
+use crate::resources::{self, pod_level_resources_set};
 use crate::wit::{
     CgroupFile, CpuWeightCurve, HugepageLimit, MemoryReservationPolicy, QosClass, ResourceConfig,
 };
@@ -252,7 +252,7 @@ pub fn pod_resource_config_from(
             if let Some(key) = key {
                 config
                     .unified
-                    .push((key.to_string(), memory_request.to_string()));
+                    .push((key.to_string(), decimal(memory_request)));
             }
         }
     }
@@ -319,14 +319,8 @@ pub fn container_resource_config(
     };
 
     let mut hugepages: BTreeMap<u64, u64> = node.hugepage_sizes.iter().map(|s| (*s, 0)).collect();
-    let own: ResourceMap = c
-        .resources
-        .limits()
-        .iter()
-        .filter(|(k, _)| is_hugepages(k))
-        .map(|(k, v)| (k.clone(), *v))
-        .collect();
-    hugepages.extend(hugepage_limits(&own));
+    // `hugepage_limits` reads only the `hugepages-*` entries.
+    hugepages.extend(hugepage_limits(c.resources.limits()));
 
     let mut unified = Vec::new();
     if node.cgroup_version == crate::wit::CgroupVersion::V2 && !node.single_process_oom_kill {
@@ -345,6 +339,12 @@ pub fn container_resource_config(
 
 /// cgroup v2 hugetlb file size names: 2MB, 1GB, 64KB (upstream `HugePageUnitSizeFromByteSize`).
 pub fn hugetlb_size_name(size: u64) -> String {
+    let mut name = String::new();
+    push_hugetlb_size_name(&mut name, size);
+    name
+}
+
+fn push_hugetlb_size_name(out: &mut String, size: u64) {
     const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
     let mut value = size;
     let mut unit = 0;
@@ -352,67 +352,73 @@ pub fn hugetlb_size_name(size: u64) -> String {
         value /= 1024;
         unit += 1;
     }
-    format!("{value}{}", UNITS[unit])
+    out.push_str(itoa::Buffer::new().format(value));
+    out.push_str(UNITS[unit]);
+}
+
+/// An integer's decimal text. `itoa`, not `format!`: an evaluation writes
+/// dozens of these, and the `fmt` machinery was a fifth of its instructions.
+fn decimal(value: impl itoa::Integer) -> String {
+    itoa::Buffer::new().format(value).to_owned()
 }
 
 fn cpu_max(quota: Option<i64>, period: Option<u64>, default_period: u64) -> String {
     let period = period.unwrap_or(default_period);
-    match quota {
-        Some(q) if q > 0 => format!("{q} {period}"),
-        _ => format!("max {period}"),
-    }
+    let mut value = match quota {
+        Some(q) if q > 0 => decimal(q),
+        _ => "max".to_owned(),
+    };
+    value.push(' ');
+    value.push_str(itoa::Buffer::new().format(period));
+    value
 }
 
 fn bytes_or_max(value: Option<i64>) -> String {
     match value {
-        Some(v) if v > 0 => v.to_string(),
-        _ => "max".to_string(),
+        Some(v) if v > 0 => decimal(v),
+        _ => "max".to_owned(),
     }
 }
 
 fn common_files(
     rc: &ResourceConfig,
+    hugepage_limits: &[HugepageLimit],
     weight: Option<u64>,
     node: &NodeConfig,
     files: &mut Vec<CgroupFile>,
 ) {
-    let mut push = |file: &str, value: String| {
-        files.push(CgroupFile {
-            file: file.to_string(),
-            value,
-        })
-    };
+    files.reserve(3 + hugepage_limits.len() + rc.unified.len());
+    let mut push = |file: String, value: String| files.push(CgroupFile { file, value });
     if let Some(weight) = weight {
-        push("cpu.weight", weight.to_string());
+        push("cpu.weight".to_owned(), decimal(weight));
     }
     push(
-        "cpu.max",
+        "cpu.max".to_owned(),
         cpu_max(rc.cpu_quota, rc.cpu_period, node.cfs_period_us),
     );
-    push("memory.max", bytes_or_max(rc.memory_limit));
-    for limit in rc.hugepage_limits.iter().flatten() {
-        push(
-            &format!("hugetlb.{}.max", hugetlb_size_name(limit.page_size_bytes)),
-            limit.limit_bytes.to_string(),
-        );
+    push("memory.max".to_owned(), bytes_or_max(rc.memory_limit));
+    for limit in hugepage_limits {
+        let mut file = String::with_capacity(16);
+        file.push_str("hugetlb.");
+        push_hugetlb_size_name(&mut file, limit.page_size_bytes);
+        file.push_str(".max");
+        push(file, decimal(limit.limit_bytes));
     }
     for (key, value) in &rc.unified {
-        push(key, value.clone());
+        push(key.clone(), value.clone());
     }
 }
 
 /// The pod cgroup's v2 files. Sizes the node offers but the pod does not
 /// request get a hugetlb limit of 0 (an unset hugetlb limit is 0, not max).
 pub fn pod_cgroup_files(rc: &ResourceConfig, node: &NodeConfig) -> Vec<CgroupFile> {
-    let mut with_all_sizes = rc.clone();
     let mut limits: BTreeMap<u64, u64> = node.hugepage_sizes.iter().map(|s| (*s, 0)).collect();
     for l in rc.hugepage_limits.iter().flatten() {
         limits.insert(l.page_size_bytes, l.limit_bytes);
     }
-    with_all_sizes.hugepage_limits = Some(hugepage_list(&limits));
     let mut files = Vec::new();
     let weight = rc.cpu_shares.map(cpu_shares_to_weight_linear);
-    common_files(&with_all_sizes, weight, node, &mut files);
+    common_files(rc, &hugepage_list(&limits), weight, node, &mut files);
     files
 }
 
@@ -423,7 +429,13 @@ pub fn container_cgroup_files(rc: &ResourceConfig, node: &NodeConfig) -> Vec<Cgr
         CpuWeightCurve::Logarithmic => cpu_shares_to_weight_logarithmic(shares),
     });
     let mut files = Vec::new();
-    common_files(rc, weight, node, &mut files);
+    common_files(
+        rc,
+        rc.hugepage_limits.as_deref().unwrap_or_default(),
+        weight,
+        node,
+        &mut files,
+    );
     files
 }
 
