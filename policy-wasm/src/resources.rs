@@ -10,6 +10,8 @@
 //! for in-place resize follows upstream master: the maximum of the per-source
 //! sums (spec, allocated, actuated), not the sum of per-container maxima.
 
+use std::borrow::Cow;
+
 use crate::features::FeatureGates;
 use crate::model::{Container, ContainerKind, ContainerStatus, Pod, ResourceMap, add_into};
 use crate::quantity::Quantity;
@@ -89,22 +91,28 @@ pub fn add_all(map: &mut ResourceMap, other: &ResourceMap) {
     }
 }
 
-fn apply_non_missing(requests: &ResourceMap, non_missing: Option<&ResourceMap>) -> ResourceMap {
+/// `requests` with the missing defaults added; borrowed when there are none.
+fn apply_non_missing<'a>(
+    requests: &'a ResourceMap,
+    non_missing: Option<&ResourceMap>,
+) -> Cow<'a, ResourceMap> {
+    let Some(defaults) = non_missing else {
+        return Cow::Borrowed(requests);
+    };
     let mut out = requests.clone();
-    if let Some(defaults) = non_missing {
-        for (k, v) in defaults {
-            out.entry(k.clone()).or_insert(*v);
-        }
+    for (k, v) in defaults {
+        out.entry(k.clone()).or_insert(*v);
     }
-    out
+    Cow::Owned(out)
 }
 
 /// The KEP-753 aggregate of one resource source over all containers.
 /// `source` returns a container's list, or `None` when that source has
-/// nothing for it (counts as an empty list).
-pub fn aggregate(
-    pod: &Pod,
-    mut source: impl FnMut(&Container) -> Option<ResourceMap>,
+/// nothing for it (counts as an empty list). Sources borrow the pod's maps
+/// where they can: this runs five times per evaluation.
+pub fn aggregate<'p>(
+    pod: &'p Pod,
+    mut source: impl FnMut(&'p Container) -> Option<Cow<'p, ResourceMap>>,
 ) -> ResourceMap {
     let mut result = ResourceMap::new();
     for c in &pod.containers {
@@ -116,16 +124,15 @@ pub fn aggregate(
     let mut init_max = ResourceMap::new();
     for c in &pod.init_containers {
         let r = source(c).unwrap_or_default();
-        let in_use = if c.kind == ContainerKind::Sidecar {
+        if c.kind == ContainerKind::Sidecar {
             add_all(&mut result, &r);
             add_all(&mut sidecar_sum, &r);
-            sidecar_sum.clone()
+            max_into(&mut init_max, &sidecar_sum);
         } else {
-            let mut in_use = r;
+            let mut in_use = r.into_owned();
             add_all(&mut in_use, &sidecar_sum);
-            in_use
-        };
-        max_into(&mut init_max, &in_use);
+            max_into(&mut init_max, &in_use);
+        }
     }
     max_into(&mut result, &init_max);
     result
@@ -159,7 +166,7 @@ fn first_resize_pending_reason(pod: &Pod) -> Option<&str> {
 }
 
 /// `AggregateContainerRequests(pod, options)`.
-pub fn aggregate_container_requests(pod: &Pod, options: &Options) -> ResourceMap {
+pub fn aggregate_container_requests<'p>(pod: &'p Pod, options: &Options) -> ResourceMap {
     let non_missing = options.non_missing_container_requests.as_ref();
     let spec = aggregate(pod, |c| {
         Some(apply_non_missing(c.resources.requests(), non_missing))
@@ -168,7 +175,7 @@ pub fn aggregate_container_requests(pod: &Pod, options: &Options) -> ResourceMap
         return spec;
     }
     let infeasible = resize_infeasible(pod);
-    let spec_fallback = |c: &Container| {
+    let spec_fallback = |c: &'p Container| {
         (!infeasible).then(|| apply_non_missing(c.resources.requests(), non_missing))
     };
     let pod_level_status = options.in_place_pod_level_resources_vertical_scaling
@@ -189,8 +196,8 @@ pub fn aggregate_container_requests(pod: &Pod, options: &Options) -> ResourceMap
         )
     } else {
         let allocated = aggregate(pod, |c| {
-            match status_for(pod, c).and_then(|s| s.allocated.clone()) {
-                Some(a) => Some(a),
+            match status_for(pod, c).and_then(|s| s.allocated.as_ref()) {
+                Some(a) => Some(Cow::Borrowed(a)),
                 None => spec_fallback(c),
             }
         });
@@ -198,12 +205,12 @@ pub fn aggregate_container_requests(pod: &Pod, options: &Options) -> ResourceMap
             let status = status_for(pod, c);
             if let Some(req) = status
                 .and_then(|s| s.resources.as_ref())
-                .and_then(|r| r.requests.clone())
+                .and_then(|r| r.requests.as_ref())
             {
-                return Some(req);
+                return Some(Cow::Borrowed(req));
             }
-            match status.and_then(|s| s.allocated.clone()) {
-                Some(a) => Some(a),
+            match status.and_then(|s| s.allocated.as_ref()) {
+                Some(a) => Some(Cow::Borrowed(a)),
                 None => spec_fallback(c),
             }
         });
@@ -217,7 +224,7 @@ pub fn aggregate_container_requests(pod: &Pod, options: &Options) -> ResourceMap
 
 /// `AggregateContainerLimits(pod, options)` (ignores `nonMissingContainerRequests`).
 pub fn aggregate_container_limits(pod: &Pod, options: &Options) -> ResourceMap {
-    let spec = aggregate(pod, |c| Some(c.resources.limits().clone()));
+    let spec = aggregate(pod, |c| Some(Cow::Borrowed(c.resources.limits())));
     if !options.use_status_resources {
         return spec;
     }
@@ -231,10 +238,10 @@ pub fn aggregate_container_limits(pod: &Pod, options: &Options) -> ResourceMap {
         None => aggregate(pod, |c| {
             match status_for(pod, c)
                 .and_then(|s| s.resources.as_ref())
-                .and_then(|r| r.limits.clone())
+                .and_then(|r| r.limits.as_ref())
             {
-                Some(l) => Some(l),
-                None => (!infeasible).then(|| c.resources.limits().clone()),
+                Some(l) => Some(Cow::Borrowed(l)),
+                None => (!infeasible).then(|| Cow::Borrowed(c.resources.limits())),
             }
         }),
     };
