@@ -142,17 +142,22 @@ fn all_limits_declared(pod: &Pod, resource: &str) -> bool {
     {
         return false;
     }
-    let mut sidecar_sum = ResourceMap::new();
+    // Only `resource` matters, so its sidecar sum is tracked alone (as
+    // upstream's in-use lists would hold it: absent until some sidecar sets it).
+    let sum = |a: Option<Quantity>, b: Option<Quantity>| match (a, b) {
+        (Some(a), Some(b)) => Some(a.saturating_add(b)),
+        (a, b) => a.or(b),
+    };
+    let mut sidecar_sum = None;
     for c in &pod.init_containers {
+        let own = c.resources.limits().get(resource).copied();
         let in_use = if c.kind == ContainerKind::Sidecar {
-            resources::add_all(&mut sidecar_sum, c.resources.limits());
-            sidecar_sum.clone()
+            sidecar_sum = sum(sidecar_sum, own);
+            sidecar_sum
         } else {
-            let mut in_use = c.resources.limits().clone();
-            resources::add_all(&mut in_use, &sidecar_sum);
-            in_use
+            sum(own, sidecar_sum)
         };
-        if !declared(&in_use) {
+        if in_use.is_none_or(|q| q.is_zero()) {
             return false;
         }
     }
