@@ -334,69 +334,204 @@ impl CpuDetails {
     }
 }
 
-/// The CPUs of every unit of one kind (core, socket, NUMA node or uncore
-/// cache), built with one sort so the assignment loops can look a unit up
-/// instead of scanning every CPU for it.
+/// Groups of items in one flat list (compressed rows): the items of group
+/// `g` are `items[starts[g]..starts[g + 1]]`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Units {
-    /// `(unit id, end of its CPUs in cpus)`, ascending by id.
-    ends: Vec<(u32, usize)>,
-    /// The CPUs of each unit in turn, ascending within a unit.
-    cpus: Vec<u32>,
+pub(crate) struct Groups {
+    starts: Vec<u32>,
+    items: Vec<u32>,
 }
 
-impl Units {
-    fn new(details: &CpuDetails, key: impl Fn(&CpuInfo) -> u32) -> Units {
-        let mut pairs: Vec<(u32, u32)> = details
-            .entries
-            .iter()
-            .map(|(cpu, info)| (key(info), *cpu))
-            .collect();
-        pairs.sort_unstable();
-        let mut ends: Vec<(u32, usize)> = Vec::new();
-        let mut cpus = Vec::with_capacity(pairs.len());
-        for (unit, cpu) in pairs {
-            cpus.push(cpu);
-            match ends.last_mut() {
-                Some((last, end)) if *last == unit => *end = cpus.len(),
-                _ => ends.push((unit, cpus.len())),
-            }
+impl Groups {
+    /// Item `i` (of `0..group_of.len()`) goes to group `group_of[i]`; within
+    /// a group items keep their order (a counting sort, no comparisons).
+    fn by_group(num_groups: usize, group_of: &[u32], item: impl Fn(usize) -> u32) -> Groups {
+        let mut starts = vec![0u32; num_groups + 1];
+        for &g in group_of {
+            starts[g as usize + 1] += 1;
         }
-        Units { ends, cpus }
+        for g in 0..num_groups {
+            starts[g + 1] += starts[g];
+        }
+        let mut next: Vec<u32> = starts[..num_groups].to_vec();
+        let mut items = vec![0u32; group_of.len()];
+        for (i, &g) in group_of.iter().enumerate() {
+            let slot = &mut next[g as usize];
+            items[*slot as usize] = item(i);
+            *slot += 1;
+        }
+        Groups { starts, items }
     }
 
-    /// The number of distinct units.
-    fn len(&self) -> usize {
-        self.ends.len()
+    /// The items of group `g` (empty for an unknown group).
+    pub(crate) fn get(&self, g: usize) -> &[u32] {
+        match (self.starts.get(g), self.starts.get(g + 1)) {
+            (Some(&start), Some(&end)) => &self.items[start as usize..end as usize],
+            _ => &[],
+        }
+    }
+}
+
+/// Dense indexes of `keys`: the distinct keys ascending, and each key's
+/// position among them. Small keys (every real machine's ids) go through a
+/// lookup table instead of a sort.
+fn dense_index(keys: &[u64]) -> (Vec<u64>, Vec<u32>) {
+    let Some(&max) = keys.iter().max() else {
+        return (Vec::new(), Vec::new());
+    };
+    if max < keys.len() as u64 * 4 + 4096 {
+        let mut table = vec![u32::MAX; max as usize + 1];
+        for &key in keys {
+            table[key as usize] = 0;
+        }
+        let mut ids = Vec::new();
+        for (key, slot) in table.iter_mut().enumerate() {
+            if *slot == 0 {
+                *slot = ids.len() as u32;
+                ids.push(key as u64);
+            }
+        }
+        let of = keys.iter().map(|&key| table[key as usize]).collect();
+        return (ids, of);
+    }
+    let mut ids = keys.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    let of = keys
+        .iter()
+        .map(|key| ids.binary_search(key).unwrap_or(0) as u32)
+        .collect();
+    (ids, of)
+}
+
+/// Unit kinds of [`Layout`]: cores, sockets, NUMA nodes and uncore caches,
+/// then the (socket, NUMA node) and (NUMA node, uncore cache) pairs that
+/// have CPUs.
+pub(crate) const CORE: usize = 0;
+/// See [`CORE`].
+pub(crate) const SOCKET: usize = 1;
+/// See [`CORE`].
+pub(crate) const NUMA: usize = 2;
+/// See [`CORE`].
+pub(crate) const UNCORE: usize = 3;
+/// See [`CORE`].
+pub(crate) const SOCKET_NUMA: usize = 4;
+/// See [`CORE`].
+pub(crate) const NUMA_UNCORE: usize = 5;
+/// The number of unit kinds, pairs included.
+pub(crate) const KINDS: usize = 6;
+
+/// The machine's units as dense indexes, built once per topology so the
+/// assignment loops count free CPUs per unit in arrays and walk prepared
+/// child lists instead of scanning and sorting all CPUs per step.
+///
+/// Unit indexes follow ascending unit ids (pairs: ascending (first, second)
+/// index), so "ties by id" is "ties by index".
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Layout {
+    /// CPU id to its position in the details, `u32::MAX` when absent.
+    index_of: Vec<u32>,
+    /// Per CPU position, its unit index of every kind.
+    unit_of: Vec<[u32; KINDS]>,
+    /// The ids of cores, sockets, NUMA nodes and uncore caches, ascending.
+    ids: [Vec<u32>; 4],
+    /// The CPU ids of every unit of the four kinds, ascending.
+    cpus: [Groups; 4],
+    /// The number of units of every kind.
+    counts: [usize; KINDS],
+    /// Per socket, its core indexes; per NUMA node, its core indexes.
+    cores_in_socket: Groups,
+    cores_in_numa: Groups,
+    /// Per (socket, NUMA) pair, the socket and NUMA indexes.
+    socket_numa: Vec<(u32, u32)>,
+    /// Per socket, its (socket, NUMA) pairs by NUMA node; per NUMA node, by socket.
+    socket_numa_by_socket: Groups,
+    socket_numa_by_numa: Groups,
+    /// Per (NUMA, uncore) pair, the uncore index.
+    numa_uncore_cache: Vec<u32>,
+    /// Per NUMA node, its (NUMA, uncore) pairs by uncore cache.
+    numa_uncore_by_numa: Groups,
+}
+
+impl Layout {
+    /// The position of CPU `cpu` in the details, if the machine has it.
+    pub(crate) fn index(&self, cpu: u32) -> Option<usize> {
+        match self.index_of.get(cpu as usize) {
+            Some(&i) if i != u32::MAX => Some(i as usize),
+            _ => None,
+        }
     }
 
-    /// The CPUs of `unit`, ascending; empty for an unknown unit.
-    fn cpus(&self, unit: u32) -> &[u32] {
-        match self.ends.binary_search_by_key(&unit, |(id, _)| *id) {
-            Ok(i) => {
-                let start = if i == 0 { 0 } else { self.ends[i - 1].1 };
-                &self.cpus[start..self.ends[i].1]
-            }
-            Err(_) => &[],
-        }
+    /// The unit indexes of the CPU at position `i`.
+    pub(crate) fn units(&self, i: usize) -> &[u32; KINDS] {
+        &self.unit_of[i]
+    }
+
+    /// The number of units of `kind`.
+    pub(crate) fn count(&self, kind: usize) -> usize {
+        self.counts[kind]
+    }
+
+    /// The id of unit `index` of `kind` (one of the four plain kinds).
+    pub(crate) fn id(&self, kind: usize, index: u32) -> u32 {
+        self.ids[kind][index as usize]
+    }
+
+    /// The index of the unit of `kind` with id `id`.
+    pub(crate) fn find(&self, kind: usize, id: u32) -> Option<usize> {
+        self.ids[kind].binary_search(&id).ok()
+    }
+
+    /// The CPU ids of unit `index` of `kind`, ascending.
+    pub(crate) fn cpus(&self, kind: usize, index: usize) -> &[u32] {
+        self.cpus[kind].get(index)
+    }
+
+    /// The cores of a socket, by index.
+    pub(crate) fn cores_in_socket(&self, socket: usize) -> &[u32] {
+        self.cores_in_socket.get(socket)
+    }
+
+    /// The cores of a NUMA node, by index.
+    pub(crate) fn cores_in_numa(&self, numa: usize) -> &[u32] {
+        self.cores_in_numa.get(numa)
+    }
+
+    /// The (socket, NUMA) pairs of a socket, NUMA node ascending.
+    pub(crate) fn socket_numa_pairs_of_socket(&self, socket: usize) -> &[u32] {
+        self.socket_numa_by_socket.get(socket)
+    }
+
+    /// The (socket, NUMA) pairs of a NUMA node, socket ascending.
+    pub(crate) fn socket_numa_pairs_of_numa(&self, numa: usize) -> &[u32] {
+        self.socket_numa_by_numa.get(numa)
+    }
+
+    /// The socket and NUMA indexes of a (socket, NUMA) pair.
+    pub(crate) fn socket_numa(&self, pair: u32) -> (u32, u32) {
+        self.socket_numa[pair as usize]
+    }
+
+    /// The (NUMA, uncore) pairs of a NUMA node, uncore cache ascending.
+    pub(crate) fn numa_uncore_pairs_of_numa(&self, numa: usize) -> &[u32] {
+        self.numa_uncore_by_numa.get(numa)
+    }
+
+    /// The uncore index of a (NUMA, uncore) pair.
+    pub(crate) fn numa_uncore_cache(&self, pair: u32) -> u32 {
+        self.numa_uncore_cache[pair as usize]
     }
 }
 
 /// The CPU topology of a node (upstream `CPUTopology`).
 ///
 /// Besides the details it keeps the CPUs of every core, socket, NUMA node
-/// and uncore cache, built once: the assignment loops ask for them per unit.
+/// and uncore cache and the dense [`Layout`], built once: the assignment
+/// loops ask for them per unit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CpuTopology {
     details: CpuDetails,
-    cores: Units,
-    sockets: Units,
-    numa_nodes: Units,
-    uncore_caches: Units,
-    num_cores: usize,
-    num_sockets: usize,
-    num_numa_nodes: usize,
-    num_uncore_caches: usize,
+    layout: Layout,
 }
 
 impl CpuTopology {
@@ -427,44 +562,13 @@ impl CpuTopology {
         if entries.is_empty() {
             return Err(CpuTopologyError::NoCpus);
         }
-        entries.sort_unstable_by_key(|(cpu, _)| *cpu);
+        // Topologies mostly come sorted; the check is cheaper than the sort.
+        if !entries.is_sorted_by_key(|(cpu, _)| *cpu) {
+            entries.sort_unstable_by_key(|(cpu, _)| *cpu);
+        }
         let details = CpuDetails { entries };
-        let cores = Units::new(&details, |info| info.core_id);
-        // A core must sit in one socket and one NUMA node. Reported: the core
-        // of the lowest CPU whose unit differs from that of its core's lowest
-        // CPU, as a walk in CPU order finds it.
-        let mut spanning: Option<(u32, u32)> = None;
-        for &(core, _) in &cores.ends {
-            let unit = |cpu: u32| {
-                details
-                    .get(cpu)
-                    .map(|info| (info.socket_id, info.numa_node_id))
-            };
-            let cpus = cores.cpus(core);
-            let first = unit(cpus[0]);
-            if let Some(&cpu) = cpus.iter().find(|&&cpu| unit(cpu) != first)
-                && spanning.is_none_or(|(lowest, _)| cpu < lowest)
-            {
-                spanning = Some((cpu, core));
-            }
-        }
-        if let Some((_, core_id)) = spanning {
-            return Err(CpuTopologyError::CoreSpansUnits { core_id });
-        }
-        let sockets = Units::new(&details, |info| info.socket_id);
-        let numa_nodes = Units::new(&details, |info| info.numa_node_id);
-        let uncore_caches = Units::new(&details, CpuInfo::uncore_cache);
-        Ok(CpuTopology {
-            num_cores: cores.len(),
-            num_sockets: sockets.len(),
-            num_numa_nodes: numa_nodes.len(),
-            num_uncore_caches: uncore_caches.len(),
-            details,
-            cores,
-            sockets,
-            numa_nodes,
-            uncore_caches,
-        })
+        let layout = Layout::new(&details)?;
+        Ok(CpuTopology { details, layout })
     }
 
     /// The details of every CPU.
@@ -474,7 +578,25 @@ impl CpuTopology {
 
     /// The info of `cpu`, if the machine has it.
     pub fn info(&self, cpu: u32) -> Option<&CpuInfo> {
-        self.details.get(cpu)
+        self.layout.index(cpu).map(|i| &self.details.entries[i].1)
+    }
+
+    /// The NUMA node ids that have CPUs, ascending.
+    pub fn numa_node_ids(&self) -> &[u32] {
+        &self.layout.ids[NUMA]
+    }
+
+    /// The dense unit indexes the assignment loops work on.
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The CPUs of the unit of `kind` with id `id`, ascending (empty when unknown).
+    fn unit_cpus(&self, kind: usize, id: u32) -> &[u32] {
+        match self.layout.find(kind, id) {
+            Some(index) => self.layout.cpus(kind, index),
+            None => &[],
+        }
     }
 
     /// All CPU ids.
@@ -484,22 +606,22 @@ impl CpuTopology {
 
     /// All CPUs of core `core`, ascending (empty for an unknown core).
     pub fn core_cpus(&self, core: u32) -> &[u32] {
-        self.cores.cpus(core)
+        self.unit_cpus(CORE, core)
     }
 
     /// All CPUs of socket `socket`, ascending (empty for an unknown socket).
     pub fn socket_cpus(&self, socket: u32) -> &[u32] {
-        self.sockets.cpus(socket)
+        self.unit_cpus(SOCKET, socket)
     }
 
     /// All CPUs of NUMA node `numa`, ascending (empty for an unknown node).
     pub fn numa_node_cpus(&self, numa: u32) -> &[u32] {
-        self.numa_nodes.cpus(numa)
+        self.unit_cpus(NUMA, numa)
     }
 
     /// All CPUs of uncore cache `uncore`, ascending (empty for an unknown cache).
     pub fn uncore_cache_cpus(&self, uncore: u32) -> &[u32] {
-        self.uncore_caches.cpus(uncore)
+        self.unit_cpus(UNCORE, uncore)
     }
 
     /// `NumCPUs`.
@@ -509,59 +631,59 @@ impl CpuTopology {
 
     /// `NumCores`: distinct physical cores.
     pub fn num_cores(&self) -> usize {
-        self.num_cores
+        self.layout.count(CORE)
     }
 
     /// `NumSockets`.
     pub fn num_sockets(&self) -> usize {
-        self.num_sockets
+        self.layout.count(SOCKET)
     }
 
     /// `NumNUMANodes`.
     pub fn num_numa_nodes(&self) -> usize {
-        self.num_numa_nodes
+        self.layout.count(NUMA)
     }
 
     /// `NumUncoreCache` (CPUs without an uncore id count their socket).
     pub fn num_uncore_caches(&self) -> usize {
-        self.num_uncore_caches
+        self.layout.count(UNCORE)
     }
 
     /// `CPUsPerCore`: `NumCPUs / NumCores` (0 without cores).
     pub fn cpus_per_core(&self) -> usize {
-        self.num_cpus().checked_div(self.num_cores).unwrap_or(0)
+        self.num_cpus().checked_div(self.num_cores()).unwrap_or(0)
     }
 
     /// `CPUsPerSocket`: `NumCPUs / NumSockets` (0 without sockets).
     pub fn cpus_per_socket(&self) -> usize {
-        self.num_cpus().checked_div(self.num_sockets).unwrap_or(0)
+        self.num_cpus().checked_div(self.num_sockets()).unwrap_or(0)
     }
 
     /// `CPUsPerNUMA`: `NumCPUs / NumNUMANodes` (0 without NUMA nodes).
     pub fn cpus_per_numa_node(&self) -> usize {
         self.num_cpus()
-            .checked_div(self.num_numa_nodes)
+            .checked_div(self.num_numa_nodes())
             .unwrap_or(0)
     }
 
     /// `CPUsPerUncore`: `NumCPUs / NumUncoreCache` (0 without uncore caches).
     pub fn cpus_per_uncore_cache(&self) -> usize {
         self.num_cpus()
-            .checked_div(self.num_uncore_caches)
+            .checked_div(self.num_uncore_caches())
             .unwrap_or(0)
     }
 
     /// NUMA nodes per socket, `NumNUMANodes / NumSockets` (as `isHintSocketAligned`; 0 when a NUMA node spans sockets).
     pub fn numa_nodes_per_socket(&self) -> usize {
-        self.num_numa_nodes
-            .checked_div(self.num_sockets)
+        self.num_numa_nodes()
+            .checked_div(self.num_sockets())
             .unwrap_or(0)
     }
 
     /// Sockets per NUMA node, `NumSockets / NumNUMANodes` (0 when a socket holds several NUMA nodes).
     pub fn sockets_per_numa_node(&self) -> usize {
-        self.num_sockets
-            .checked_div(self.num_numa_nodes)
+        self.num_sockets()
+            .checked_div(self.num_numa_nodes())
             .unwrap_or(0)
     }
 
@@ -599,6 +721,118 @@ impl CpuTopology {
                 .flat_map(|numa| self.numa_node_cpus(numa).iter().copied())
                 .collect(),
         )
+    }
+}
+
+impl Layout {
+    fn new(details: &CpuDetails) -> Result<Layout, CpuTopologyError> {
+        let entries = &details.entries;
+        let n = entries.len();
+        let max_cpu = entries.last().map_or(0, |(cpu, _)| *cpu as usize);
+        let mut index_of = vec![u32::MAX; max_cpu + 1];
+        for (i, (cpu, _)) in entries.iter().enumerate() {
+            index_of[*cpu as usize] = i as u32;
+        }
+        let keys: [fn(&CpuInfo) -> u32; 4] = [
+            |info| info.core_id,
+            |info| info.socket_id,
+            |info| info.numa_node_id,
+            CpuInfo::uncore_cache,
+        ];
+        let mut unit_of = vec![[0u32; KINDS]; n];
+        let mut ids: [Vec<u32>; 4] = Default::default();
+        let mut counts = [0usize; KINDS];
+        for kind in 0..4 {
+            let raw: Vec<u64> = entries
+                .iter()
+                .map(|(_, info)| u64::from(keys[kind](info)))
+                .collect();
+            let (unique, of) = dense_index(&raw);
+            for (units, &u) in unit_of.iter_mut().zip(&of) {
+                units[kind] = u;
+            }
+            // The keys are u32 ids, so the conversion back is lossless.
+            ids[kind] = unique.into_iter().map(|id| id as u32).collect();
+            counts[kind] = ids[kind].len();
+        }
+        let column = |kind: usize| -> Vec<u32> { unit_of.iter().map(|u| u[kind]).collect() };
+        let cpu_id = |i: usize| entries[i].0;
+        let cpus = [
+            Groups::by_group(counts[CORE], &column(CORE), cpu_id),
+            Groups::by_group(counts[SOCKET], &column(SOCKET), cpu_id),
+            Groups::by_group(counts[NUMA], &column(NUMA), cpu_id),
+            Groups::by_group(counts[UNCORE], &column(UNCORE), cpu_id),
+        ];
+        // A core must sit in one socket and one NUMA node. Reported: the core
+        // of the lowest CPU whose unit differs from that of its core's lowest CPU.
+        for (i, units) in unit_of.iter().enumerate() {
+            let first = cpus[CORE].get(units[CORE] as usize)[0];
+            let first = &unit_of[index_of[first as usize] as usize];
+            if (first[SOCKET], first[NUMA]) != (units[SOCKET], units[NUMA]) {
+                return Err(CpuTopologyError::CoreSpansUnits {
+                    core_id: entries[i].1.core_id,
+                });
+            }
+        }
+        // Cores in ascending order, bucketed by their (single) socket and NUMA node.
+        let mut core_socket = vec![0u32; counts[CORE]];
+        let mut core_numa = vec![0u32; counts[CORE]];
+        for units in &unit_of {
+            core_socket[units[CORE] as usize] = units[SOCKET];
+            core_numa[units[CORE] as usize] = units[NUMA];
+        }
+        let cores_in_socket = Groups::by_group(counts[SOCKET], &core_socket, |c| c as u32);
+        let cores_in_numa = Groups::by_group(counts[NUMA], &core_numa, |c| c as u32);
+
+        let num_numa = counts[NUMA] as u64;
+        let num_uncore = counts[UNCORE] as u64;
+        let raw: Vec<u64> = unit_of
+            .iter()
+            .map(|u| u64::from(u[SOCKET]) * num_numa + u64::from(u[NUMA]))
+            .collect();
+        let (pairs, of) = dense_index(&raw);
+        for (units, &p) in unit_of.iter_mut().zip(&of) {
+            units[SOCKET_NUMA] = p;
+        }
+        counts[SOCKET_NUMA] = pairs.len();
+        // Both halves are below the unit counts (u32), so the conversions are lossless.
+        let socket_numa: Vec<(u32, u32)> = pairs
+            .iter()
+            .map(|&key| ((key / num_numa) as u32, (key % num_numa) as u32))
+            .collect();
+        let pair_socket: Vec<u32> = socket_numa.iter().map(|p| p.0).collect();
+        let pair_numa: Vec<u32> = socket_numa.iter().map(|p| p.1).collect();
+        let socket_numa_by_socket = Groups::by_group(counts[SOCKET], &pair_socket, |p| p as u32);
+        let socket_numa_by_numa = Groups::by_group(counts[NUMA], &pair_numa, |p| p as u32);
+
+        let raw: Vec<u64> = unit_of
+            .iter()
+            .map(|u| u64::from(u[NUMA]) * num_uncore + u64::from(u[UNCORE]))
+            .collect();
+        let (pairs, of) = dense_index(&raw);
+        for (units, &p) in unit_of.iter_mut().zip(&of) {
+            units[NUMA_UNCORE] = p;
+        }
+        counts[NUMA_UNCORE] = pairs.len();
+        let pair_numa: Vec<u32> = pairs.iter().map(|&key| (key / num_uncore) as u32).collect();
+        let numa_uncore_cache: Vec<u32> =
+            pairs.iter().map(|&key| (key % num_uncore) as u32).collect();
+        let numa_uncore_by_numa = Groups::by_group(counts[NUMA], &pair_numa, |p| p as u32);
+
+        Ok(Layout {
+            index_of,
+            unit_of,
+            ids,
+            cpus,
+            counts,
+            cores_in_socket,
+            cores_in_numa,
+            socket_numa,
+            socket_numa_by_socket,
+            socket_numa_by_numa,
+            numa_uncore_cache,
+            numa_uncore_by_numa,
+        })
     }
 }
 
