@@ -165,8 +165,8 @@ impl StaticPolicy {
                 .topology
                 .cpu_core_id(cpu)
                 .ok_or(CpuManagerError::UnknownReservedCpu { cpu })?;
-            reserved_physical =
-                reserved_physical.union(&policy.topology.details().cpus_in_cores(&[core]));
+            let siblings = CpuSet::from_vec(policy.topology.core_cpus(core).to_vec());
+            reserved_physical = reserved_physical.union(&siblings);
         }
         policy.reserved = reserved;
         policy.reserved_physical = reserved_physical;
