@@ -17,6 +17,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use crate::cpuset::{CpuSet, MAX_CPU_ID};
 
@@ -343,20 +344,25 @@ pub(crate) struct Groups {
 }
 
 impl Groups {
-    /// Item `i` (of `0..group_of.len()`) goes to group `group_of[i]`; within
-    /// a group items keep their order (a counting sort, no comparisons).
-    fn by_group(num_groups: usize, group_of: &[u32], item: impl Fn(usize) -> u32) -> Groups {
+    /// Item `i` of `0..n` goes to group `group_of(i)`; within a group items
+    /// keep their order (a counting sort, no comparisons).
+    fn by_group(
+        num_groups: usize,
+        n: usize,
+        group_of: impl Fn(usize) -> u32,
+        item: impl Fn(usize) -> u32,
+    ) -> Groups {
         let mut starts = vec![0u32; num_groups + 1];
-        for &g in group_of {
-            starts[g as usize + 1] += 1;
+        for i in 0..n {
+            starts[group_of(i) as usize + 1] += 1;
         }
         for g in 0..num_groups {
             starts[g + 1] += starts[g];
         }
-        let mut next: Vec<u32> = starts[..num_groups].to_vec();
-        let mut items = vec![0u32; group_of.len()];
-        for (i, &g) in group_of.iter().enumerate() {
-            let slot = &mut next[g as usize];
+        let mut next = starts.clone();
+        let mut items = vec![0u32; n];
+        for i in 0..n {
+            let slot = &mut next[group_of(i) as usize];
             items[*slot as usize] = item(i);
             *slot += 1;
         }
@@ -373,12 +379,10 @@ impl Groups {
 }
 
 /// Dense indexes of `keys`: the distinct keys ascending, and each key's
-/// position among them. Small keys (every real machine's ids) go through a
-/// lookup table instead of a sort.
-fn dense_index(keys: &[u64]) -> (Vec<u64>, Vec<u32>) {
-    let Some(&max) = keys.iter().max() else {
-        return (Vec::new(), Vec::new());
-    };
+/// position among them written to `of`. Small keys (every real machine's
+/// ids) go through a lookup table instead of a sort.
+fn dense_index(keys: &[u64], mut of: impl FnMut(usize, u32)) -> Vec<u64> {
+    let max = keys.iter().copied().max().unwrap_or(0);
     if max < keys.len() as u64 * 4 + 4096 {
         let mut table = vec![u32::MAX; max as usize + 1];
         for &key in keys {
@@ -391,17 +395,18 @@ fn dense_index(keys: &[u64]) -> (Vec<u64>, Vec<u32>) {
                 ids.push(key as u64);
             }
         }
-        let of = keys.iter().map(|&key| table[key as usize]).collect();
-        return (ids, of);
+        for (i, &key) in keys.iter().enumerate() {
+            of(i, table[key as usize]);
+        }
+        return ids;
     }
     let mut ids = keys.to_vec();
     ids.sort_unstable();
     ids.dedup();
-    let of = keys
-        .iter()
-        .map(|key| ids.binary_search(key).unwrap_or(0) as u32)
-        .collect();
-    (ids, of)
+    for (i, key) in keys.iter().enumerate() {
+        of(i, ids.binary_search(key).unwrap_or(0) as u32);
+    }
+    ids
 }
 
 /// Unit kinds of [`Layout`]: cores, sockets, NUMA nodes and uncore caches,
@@ -531,7 +536,8 @@ impl Layout {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CpuTopology {
     details: CpuDetails,
-    layout: Layout,
+    /// Shared: every policy built on the topology clones it.
+    layout: Arc<Layout>,
 }
 
 impl CpuTopology {
@@ -567,7 +573,7 @@ impl CpuTopology {
             entries.sort_unstable_by_key(|(cpu, _)| *cpu);
         }
         let details = CpuDetails { entries };
-        let layout = Layout::new(&details)?;
+        let layout = Arc::new(Layout::new(&details)?);
         Ok(CpuTopology { details, layout })
     }
 
@@ -733,91 +739,109 @@ impl Layout {
         for (i, (cpu, _)) in entries.iter().enumerate() {
             index_of[*cpu as usize] = i as u32;
         }
-        let keys: [fn(&CpuInfo) -> u32; 4] = [
-            |info| info.core_id,
-            |info| info.socket_id,
-            |info| info.numa_node_id,
-            CpuInfo::uncore_cache,
-        ];
         let mut unit_of = vec![[0u32; KINDS]; n];
         let mut ids: [Vec<u32>; 4] = Default::default();
         let mut counts = [0usize; KINDS];
-        for kind in 0..4 {
-            let raw: Vec<u64> = entries
-                .iter()
-                .map(|(_, info)| u64::from(keys[kind](info)))
-                .collect();
-            let (unique, of) = dense_index(&raw);
-            for (units, &u) in unit_of.iter_mut().zip(&of) {
-                units[kind] = u;
+        let mut keys = vec![0u64; n];
+        for kind in [CORE, SOCKET, NUMA, UNCORE] {
+            for (key, (_, info)) in keys.iter_mut().zip(entries) {
+                *key = u64::from(match kind {
+                    CORE => info.core_id,
+                    SOCKET => info.socket_id,
+                    NUMA => info.numa_node_id,
+                    _ => info.uncore_cache(),
+                });
             }
+            let unique = dense_index(&keys, |i, u| unit_of[i][kind] = u);
             // The keys are u32 ids, so the conversion back is lossless.
             ids[kind] = unique.into_iter().map(|id| id as u32).collect();
             counts[kind] = ids[kind].len();
         }
-        let column = |kind: usize| -> Vec<u32> { unit_of.iter().map(|u| u[kind]).collect() };
-        let cpu_id = |i: usize| entries[i].0;
-        let cpus = [
-            Groups::by_group(counts[CORE], &column(CORE), cpu_id),
-            Groups::by_group(counts[SOCKET], &column(SOCKET), cpu_id),
-            Groups::by_group(counts[NUMA], &column(NUMA), cpu_id),
-            Groups::by_group(counts[UNCORE], &column(UNCORE), cpu_id),
-        ];
+        // The CPUs of every unit of the four kinds: one counting sort for all.
+        let mut cpus: [Groups; 4] = std::array::from_fn(|kind| Groups {
+            starts: vec![0; counts[kind] + 1],
+            items: vec![0; n],
+        });
+        for units in &unit_of {
+            for (kind, groups) in cpus.iter_mut().enumerate() {
+                groups.starts[units[kind] as usize + 1] += 1;
+            }
+        }
+        let mut next: [Vec<u32>; 4] = std::array::from_fn(|kind| {
+            let starts = &mut cpus[kind].starts;
+            for g in 0..counts[kind] {
+                starts[g + 1] += starts[g];
+            }
+            starts.clone()
+        });
+        for (units, (cpu, _)) in unit_of.iter().zip(entries) {
+            for (kind, groups) in cpus.iter_mut().enumerate() {
+                let slot = &mut next[kind][units[kind] as usize];
+                groups.items[*slot as usize] = *cpu;
+                *slot += 1;
+            }
+        }
         // A core must sit in one socket and one NUMA node. Reported: the core
         // of the lowest CPU whose unit differs from that of its core's lowest CPU.
+        let mut core_socket_numa = vec![None; counts[CORE]];
         for (i, units) in unit_of.iter().enumerate() {
-            let first = cpus[CORE].get(units[CORE] as usize)[0];
-            let first = &unit_of[index_of[first as usize] as usize];
-            if (first[SOCKET], first[NUMA]) != (units[SOCKET], units[NUMA]) {
-                return Err(CpuTopologyError::CoreSpansUnits {
-                    core_id: entries[i].1.core_id,
-                });
+            let here = (units[SOCKET], units[NUMA]);
+            match core_socket_numa[units[CORE] as usize] {
+                None => core_socket_numa[units[CORE] as usize] = Some(here),
+                Some(first) if first != here => {
+                    return Err(CpuTopologyError::CoreSpansUnits {
+                        core_id: entries[i].1.core_id,
+                    });
+                }
+                Some(_) => {}
             }
         }
         // Cores in ascending order, bucketed by their (single) socket and NUMA node.
-        let mut core_socket = vec![0u32; counts[CORE]];
-        let mut core_numa = vec![0u32; counts[CORE]];
-        for units in &unit_of {
-            core_socket[units[CORE] as usize] = units[SOCKET];
-            core_numa[units[CORE] as usize] = units[NUMA];
-        }
-        let cores_in_socket = Groups::by_group(counts[SOCKET], &core_socket, |c| c as u32);
-        let cores_in_numa = Groups::by_group(counts[NUMA], &core_numa, |c| c as u32);
+        let core_unit = |c: usize| core_socket_numa[c].unwrap_or((0, 0));
+        let cores_in_socket = Groups::by_group(
+            counts[SOCKET],
+            counts[CORE],
+            |c| core_unit(c).0,
+            |c| c as u32,
+        );
+        let cores_in_numa =
+            Groups::by_group(counts[NUMA], counts[CORE], |c| core_unit(c).1, |c| c as u32);
 
         let num_numa = counts[NUMA] as u64;
         let num_uncore = counts[UNCORE] as u64;
-        let raw: Vec<u64> = unit_of
-            .iter()
-            .map(|u| u64::from(u[SOCKET]) * num_numa + u64::from(u[NUMA]))
-            .collect();
-        let (pairs, of) = dense_index(&raw);
-        for (units, &p) in unit_of.iter_mut().zip(&of) {
-            units[SOCKET_NUMA] = p;
+        for (key, units) in keys.iter_mut().zip(&unit_of) {
+            *key = u64::from(units[SOCKET]) * num_numa + u64::from(units[NUMA]);
         }
+        let pairs = dense_index(&keys, |i, p| unit_of[i][SOCKET_NUMA] = p);
         counts[SOCKET_NUMA] = pairs.len();
         // Both halves are below the unit counts (u32), so the conversions are lossless.
         let socket_numa: Vec<(u32, u32)> = pairs
             .iter()
             .map(|&key| ((key / num_numa) as u32, (key % num_numa) as u32))
             .collect();
-        let pair_socket: Vec<u32> = socket_numa.iter().map(|p| p.0).collect();
-        let pair_numa: Vec<u32> = socket_numa.iter().map(|p| p.1).collect();
-        let socket_numa_by_socket = Groups::by_group(counts[SOCKET], &pair_socket, |p| p as u32);
-        let socket_numa_by_numa = Groups::by_group(counts[NUMA], &pair_numa, |p| p as u32);
+        let num_pairs = socket_numa.len();
+        let socket_numa_by_socket = Groups::by_group(
+            counts[SOCKET],
+            num_pairs,
+            |p| socket_numa[p].0,
+            |p| p as u32,
+        );
+        let socket_numa_by_numa =
+            Groups::by_group(counts[NUMA], num_pairs, |p| socket_numa[p].1, |p| p as u32);
 
-        let raw: Vec<u64> = unit_of
-            .iter()
-            .map(|u| u64::from(u[NUMA]) * num_uncore + u64::from(u[UNCORE]))
-            .collect();
-        let (pairs, of) = dense_index(&raw);
-        for (units, &p) in unit_of.iter_mut().zip(&of) {
-            units[NUMA_UNCORE] = p;
+        for (key, units) in keys.iter_mut().zip(&unit_of) {
+            *key = u64::from(units[NUMA]) * num_uncore + u64::from(units[UNCORE]);
         }
+        let pairs = dense_index(&keys, |i, p| unit_of[i][NUMA_UNCORE] = p);
         counts[NUMA_UNCORE] = pairs.len();
-        let pair_numa: Vec<u32> = pairs.iter().map(|&key| (key / num_uncore) as u32).collect();
+        let numa_uncore_by_numa = Groups::by_group(
+            counts[NUMA],
+            pairs.len(),
+            |p| (pairs[p] / num_uncore) as u32,
+            |p| p as u32,
+        );
         let numa_uncore_cache: Vec<u32> =
             pairs.iter().map(|&key| (key % num_uncore) as u32).collect();
-        let numa_uncore_by_numa = Groups::by_group(counts[NUMA], &pair_numa, |p| p as u32);
 
         Ok(Layout {
             index_of,

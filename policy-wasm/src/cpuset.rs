@@ -200,35 +200,64 @@ impl CpuSet {
     /// The ids that are in both `self` and `other`.
     pub fn intersection(&self, other: &CpuSet) -> CpuSet {
         CpuSet {
-            ids: self
-                .ids
-                .iter()
-                .copied()
-                .filter(|id| other.contains(*id))
-                .collect(),
+            ids: self.filter_by(other, true),
         }
     }
 
     /// The ids of `self` that are not in `other`.
     pub fn difference(&self, other: &CpuSet) -> CpuSet {
         CpuSet {
-            ids: self
-                .ids
-                .iter()
-                .copied()
-                .filter(|id| !other.contains(*id))
-                .collect(),
+            ids: self.filter_by(other, false),
         }
+    }
+
+    /// The ids of `self` that are (`keep_common`) or are not in `other`,
+    /// found by walking both sorted lists once.
+    fn filter_by(&self, other: &CpuSet, keep_common: bool) -> Vec<u32> {
+        let other = other.ids.as_slice();
+        let mut ids = Vec::with_capacity(if keep_common {
+            self.ids.len().min(other.len())
+        } else {
+            self.ids.len()
+        });
+        let mut j = 0;
+        for &id in &self.ids {
+            while j < other.len() && other[j] < id {
+                j += 1;
+            }
+            let common = j < other.len() && other[j] == id;
+            if common == keep_common {
+                ids.push(id);
+            }
+        }
+        ids
     }
 
     /// Whether every id of `self` is in `other`.
     pub fn is_subset_of(&self, other: &CpuSet) -> bool {
-        self.ids.iter().all(|id| other.contains(*id))
+        let mut j = 0;
+        for &id in &self.ids {
+            while j < other.ids.len() && other.ids[j] < id {
+                j += 1;
+            }
+            if j == other.ids.len() || other.ids[j] != id {
+                return false;
+            }
+        }
+        true
     }
 
     /// Whether `self` and `other` share no id.
     pub fn is_disjoint(&self, other: &CpuSet) -> bool {
-        self.ids.iter().all(|id| !other.contains(*id))
+        let (mut i, mut j) = (0, 0);
+        while i < self.ids.len() && j < other.ids.len() {
+            match self.ids[i].cmp(&other.ids[j]) {
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => j += 1,
+                std::cmp::Ordering::Equal => return false,
+            }
+        }
+        true
     }
 }
 
