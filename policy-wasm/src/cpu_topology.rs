@@ -545,7 +545,8 @@ impl CpuTopology {
     pub fn new(
         cpus: impl IntoIterator<Item = (u32, CpuInfo)>,
     ) -> Result<CpuTopology, CpuTopologyError> {
-        let mut entries: Vec<(u32, CpuInfo)> = Vec::new();
+        let cpus = cpus.into_iter();
+        let mut entries: Vec<(u32, CpuInfo)> = Vec::with_capacity(cpus.size_hint().0);
         // Duplicates are found with a bitmap of every possible id, in input order.
         let mut seen = vec![0u64; (MAX_CPU_ID as usize + 1).div_ceil(64)];
         for (cpu, info) in cpus {

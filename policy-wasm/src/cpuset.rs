@@ -273,6 +273,8 @@ fn parse_id(text: &str) -> Option<u64> {
 impl fmt::Display for CpuSet {
     /// The canonical list format: `"0-3,8"`, `""` when empty.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Each range is formatted by hand into a small buffer: the generic
+        // integer formatting costs more than the rest of an admission's output.
         let mut index = 0;
         let mut first = true;
         while index < self.ids.len() {
@@ -282,19 +284,43 @@ impl fmt::Display for CpuSet {
                 index += 1;
                 end = self.ids[index];
             }
+            let mut buf = [0u8; 24];
+            let mut len = 0;
             if !first {
-                f.write_str(",")?;
+                buf[0] = b',';
+                len = 1;
             }
             first = false;
-            if start == end {
-                write!(f, "{start}")?;
-            } else {
-                write!(f, "{start}-{end}")?;
+            len = push_decimal(&mut buf, len, start);
+            if start != end {
+                buf[len] = b'-';
+                len = push_decimal(&mut buf, len + 1, end);
             }
+            f.write_str(std::str::from_utf8(&buf[..len]).map_err(|_| fmt::Error)?)?;
             index += 1;
         }
         Ok(())
     }
+}
+
+/// Write `value` in decimal into `buf` at `at`; returns the end (a u32 has
+/// at most 10 digits, and the callers leave room for two).
+fn push_decimal(buf: &mut [u8; 24], at: usize, value: u32) -> usize {
+    let mut digits = [0u8; 10];
+    let mut n = 0;
+    let mut rest = value;
+    loop {
+        digits[n] = b'0' + (rest % 10) as u8;
+        n += 1;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    for (slot, digit) in buf[at..at + n].iter_mut().zip(digits[..n].iter().rev()) {
+        *slot = *digit;
+    }
+    at + n
 }
 
 impl FromStr for CpuSet {
