@@ -95,8 +95,11 @@ impl CpuSet {
         if text.is_empty() {
             return Ok(CpuSet::new());
         }
-        // A bitmap of every possible id keeps memory bounded whatever the text repeats.
-        let mut seen = vec![0u64; (MAX_CPU_ID as usize + 1).div_ceil(64)];
+        // Canonical text (ascending, disjoint ranges) expands directly; from
+        // the first range out of order on, a bitmap of every possible id
+        // takes the ranges, which keeps memory bounded whatever the text repeats.
+        let mut ranges: Vec<(u32, u32)> = Vec::new();
+        let mut seen: Option<Vec<u64>> = None;
         for element in text.split(',') {
             let element = element.trim();
             let invalid = || CpuSetError::InvalidElement {
@@ -126,10 +129,27 @@ impl CpuSet {
                     end,
                 });
             }
-            for id in start..=end {
-                seen[id as usize / 64] |= 1u64 << (id % 64);
+            if seen.is_none() && ranges.last().is_none_or(|&(_, last)| start > last) {
+                ranges.push((start, end));
+                continue;
             }
+            let bitmap = seen.get_or_insert_with(|| {
+                let mut bitmap = vec![0u64; (MAX_CPU_ID as usize + 1).div_ceil(64)];
+                for (start, end) in ranges.drain(..) {
+                    set_bits(&mut bitmap, start, end);
+                }
+                bitmap
+            });
+            set_bits(bitmap, start, end);
         }
+        let Some(seen) = seen else {
+            let total = ranges.iter().map(|&(s, e)| (e - s) as usize + 1).sum();
+            let mut ids = Vec::with_capacity(total);
+            for (start, end) in ranges {
+                ids.extend(start..=end);
+            }
+            return Ok(CpuSet { ids });
+        };
         // Walk the set bits word by word (most words are empty).
         let mut ids = Vec::new();
         for (index, &word) in seen.iter().enumerate() {
@@ -258,6 +278,13 @@ impl CpuSet {
             }
         }
         true
+    }
+}
+
+/// Set the bits `start..=end` of a bitmap of every possible id.
+fn set_bits(bitmap: &mut [u64], start: u32, end: u32) {
+    for id in start..=end {
+        bitmap[id as usize / 64] |= 1u64 << (id % 64);
     }
 }
 

@@ -147,7 +147,14 @@ fn decode_hint(
 }
 
 fn mask_ids(mask: BitMask) -> Vec<u32> {
-    mask.bits().into_iter().map(|b| b as u32).collect()
+    // The set bits, ascending, without BitMask::bits' scan of all 64 bits.
+    let mut bits = mask.raw();
+    let mut ids = Vec::with_capacity(mask.count());
+    while bits != 0 {
+        ids.push(bits.trailing_zeros());
+        bits &= bits - 1;
+    }
+    ids
 }
 
 /// A native hint as a WIT hint.

@@ -197,6 +197,13 @@ fn check_topology(cpus: &[(u32, CpuInfo)], case: &str) -> Option<CpuTopology> {
         );
         assert_eq!(topo.info(id), details.get(id), "{case}");
     }
+    for mask in [0u64, 1, 0b101, 0b11_0110, u64::MAX] {
+        assert_eq!(
+            topo.cpus_in_numa_mask(mask),
+            details.cpus_in_numa_nodes(&crate::cpu_topology::mask_bits(mask)),
+            "{case}"
+        );
+    }
     Some(topo)
 }
 
