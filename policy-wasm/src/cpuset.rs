@@ -235,6 +235,32 @@ impl CpuSet {
     /// found by walking both sorted lists once.
     fn filter_by(&self, other: &CpuSet, keep_common: bool) -> Vec<u32> {
         let other = other.ids.as_slice();
+        if other.len() * 16 < self.ids.len() {
+            // A few ids against many (the reserved or taken CPUs against a
+            // pool): find each in `self` and keep or copy the runs between.
+            let mut ids = Vec::with_capacity(if keep_common {
+                other.len()
+            } else {
+                self.ids.len()
+            });
+            let mut from = 0;
+            for &id in other {
+                let Ok(at) = self.ids[from..].binary_search(&id) else {
+                    continue;
+                };
+                let at = from + at;
+                if keep_common {
+                    ids.push(id);
+                } else {
+                    ids.extend_from_slice(&self.ids[from..at]);
+                }
+                from = at + 1;
+            }
+            if !keep_common {
+                ids.extend_from_slice(&self.ids[from..]);
+            }
+            return ids;
+        }
         let mut ids = Vec::with_capacity(if keep_common {
             self.ids.len().min(other.len())
         } else {
