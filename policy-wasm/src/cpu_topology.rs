@@ -409,9 +409,7 @@ fn dense_index(keys: &[u64], mut of: impl FnMut(usize, u32)) -> Vec<u64> {
     ids
 }
 
-/// Unit kinds of [`Layout`]: cores, sockets, NUMA nodes and uncore caches,
-/// then the (socket, NUMA node) and (NUMA node, uncore cache) pairs that
-/// have CPUs.
+/// Unit kinds of [`Layout`]: cores, sockets, NUMA nodes and uncore caches.
 pub(crate) const CORE: usize = 0;
 /// See [`CORE`].
 pub(crate) const SOCKET: usize = 1;
@@ -419,19 +417,14 @@ pub(crate) const SOCKET: usize = 1;
 pub(crate) const NUMA: usize = 2;
 /// See [`CORE`].
 pub(crate) const UNCORE: usize = 3;
-/// See [`CORE`].
-pub(crate) const SOCKET_NUMA: usize = 4;
-/// See [`CORE`].
-pub(crate) const NUMA_UNCORE: usize = 5;
-/// The number of unit kinds, pairs included.
-pub(crate) const KINDS: usize = 6;
+/// The number of unit kinds.
+pub(crate) const KINDS: usize = 4;
 
 /// The machine's units as dense indexes, built once per topology so the
 /// assignment loops count free CPUs per unit in arrays and walk prepared
 /// child lists instead of scanning and sorting all CPUs per step.
 ///
-/// Unit indexes follow ascending unit ids (pairs: ascending (first, second)
-/// index), so "ties by id" is "ties by index".
+/// Unit indexes follow ascending unit ids, so "ties by id" is "ties by index".
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Layout {
     /// CPU id to its position in the details, `u32::MAX` when absent.
@@ -439,23 +432,19 @@ pub(crate) struct Layout {
     /// Per CPU position, its unit index of every kind.
     unit_of: Vec<[u32; KINDS]>,
     /// The ids of cores, sockets, NUMA nodes and uncore caches, ascending.
-    ids: [Vec<u32>; 4],
-    /// The CPU ids of every unit of the four kinds, ascending.
-    cpus: [Groups; 4],
+    ids: [Vec<u32>; KINDS],
+    /// The CPU ids of every unit, ascending.
+    cpus: [Groups; KINDS],
     /// The number of units of every kind.
     counts: [usize; KINDS],
     /// Per socket, its core indexes; per NUMA node, its core indexes.
     cores_in_socket: Groups,
     cores_in_numa: Groups,
-    /// Per (socket, NUMA) pair, the socket and NUMA indexes.
+    /// The (socket, NUMA) index pairs that have cores, ascending.
     socket_numa: Vec<(u32, u32)>,
     /// Per socket, its (socket, NUMA) pairs by NUMA node; per NUMA node, by socket.
     socket_numa_by_socket: Groups,
     socket_numa_by_numa: Groups,
-    /// Per (NUMA, uncore) pair, the uncore index.
-    numa_uncore_cache: Vec<u32>,
-    /// Per NUMA node, its (NUMA, uncore) pairs by uncore cache.
-    numa_uncore_by_numa: Groups,
 }
 
 impl Layout {
@@ -515,16 +504,6 @@ impl Layout {
     /// The socket and NUMA indexes of a (socket, NUMA) pair.
     pub(crate) fn socket_numa(&self, pair: u32) -> (u32, u32) {
         self.socket_numa[pair as usize]
-    }
-
-    /// The (NUMA, uncore) pairs of a NUMA node, uncore cache ascending.
-    pub(crate) fn numa_uncore_pairs_of_numa(&self, numa: usize) -> &[u32] {
-        self.numa_uncore_by_numa.get(numa)
-    }
-
-    /// The uncore index of a (NUMA, uncore) pair.
-    pub(crate) fn numa_uncore_cache(&self, pair: u32) -> u32 {
-        self.numa_uncore_cache[pair as usize]
     }
 }
 
@@ -741,7 +720,7 @@ impl Layout {
             index_of[*cpu as usize] = i as u32;
         }
         let mut unit_of = vec![[0u32; KINDS]; n];
-        let mut ids: [Vec<u32>; 4] = Default::default();
+        let mut ids: [Vec<u32>; KINDS] = Default::default();
         let mut counts = [0usize; KINDS];
         let mut keys = vec![0u64; n];
         for kind in [CORE, SOCKET, NUMA, UNCORE] {
@@ -759,7 +738,7 @@ impl Layout {
             counts[kind] = ids[kind].len();
         }
         // The CPUs of every unit of the four kinds: one counting sort for all.
-        let mut cpus: [Groups; 4] = std::array::from_fn(|kind| Groups {
+        let mut cpus: [Groups; KINDS] = std::array::from_fn(|kind| Groups {
             starts: vec![0; counts[kind] + 1],
             items: vec![0; n],
         });
@@ -768,7 +747,7 @@ impl Layout {
                 groups.starts[units[kind] as usize + 1] += 1;
             }
         }
-        let mut next: [Vec<u32>; 4] = std::array::from_fn(|kind| {
+        let mut next: [Vec<u32>; KINDS] = std::array::from_fn(|kind| {
             let starts = &mut cpus[kind].starts;
             for g in 0..counts[kind] {
                 starts[g + 1] += starts[g];
@@ -808,13 +787,15 @@ impl Layout {
         let cores_in_numa =
             Groups::by_group(counts[NUMA], counts[CORE], |c| core_unit(c).1, |c| c as u32);
 
+        // The (socket, NUMA) pairs, from the cores (a core sits in one of each).
         let num_numa = counts[NUMA] as u64;
-        let num_uncore = counts[UNCORE] as u64;
-        for (key, units) in keys.iter_mut().zip(&unit_of) {
-            *key = u64::from(units[SOCKET]) * num_numa + u64::from(units[NUMA]);
-        }
-        let pairs = dense_index(&keys, |i, p| unit_of[i][SOCKET_NUMA] = p);
-        counts[SOCKET_NUMA] = pairs.len();
+        let keys: Vec<u64> = (0..counts[CORE])
+            .map(|c| {
+                let (socket, numa) = core_unit(c);
+                u64::from(socket) * num_numa + u64::from(numa)
+            })
+            .collect();
+        let pairs = dense_index(&keys, |_, _| {});
         // Both halves are below the unit counts (u32), so the conversions are lossless.
         let socket_numa: Vec<(u32, u32)> = pairs
             .iter()
@@ -830,20 +811,6 @@ impl Layout {
         let socket_numa_by_numa =
             Groups::by_group(counts[NUMA], num_pairs, |p| socket_numa[p].1, |p| p as u32);
 
-        for (key, units) in keys.iter_mut().zip(&unit_of) {
-            *key = u64::from(units[NUMA]) * num_uncore + u64::from(units[UNCORE]);
-        }
-        let pairs = dense_index(&keys, |i, p| unit_of[i][NUMA_UNCORE] = p);
-        counts[NUMA_UNCORE] = pairs.len();
-        let numa_uncore_by_numa = Groups::by_group(
-            counts[NUMA],
-            pairs.len(),
-            |p| (pairs[p] / num_uncore) as u32,
-            |p| p as u32,
-        );
-        let numa_uncore_cache: Vec<u32> =
-            pairs.iter().map(|&key| (key % num_uncore) as u32).collect();
-
         Ok(Layout {
             index_of,
             unit_of,
@@ -855,8 +822,6 @@ impl Layout {
             socket_numa,
             socket_numa_by_socket,
             socket_numa_by_numa,
-            numa_uncore_cache,
-            numa_uncore_by_numa,
         })
     }
 }

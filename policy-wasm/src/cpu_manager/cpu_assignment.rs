@@ -21,9 +21,7 @@
 use std::cell::Cell;
 use std::fmt;
 
-use crate::cpu_topology::{
-    CORE, CpuTopology, KINDS, Layout, NUMA, NUMA_UNCORE, SOCKET, SOCKET_NUMA, UNCORE,
-};
+use crate::cpu_topology::{CORE, CpuTopology, KINDS, Layout, NUMA, SOCKET, UNCORE};
 use crate::cpuset::CpuSet;
 
 /// How single CPUs are ordered once whole units are taken (upstream `CPUSortingStrategy`).
@@ -263,16 +261,36 @@ impl<'t> CpuAccumulator<'t> {
         out
     }
 
+    /// Whether the (socket, NUMA) pair `pair` has a free CPU: the NUMA node's
+    /// or the socket's count when the other one holds it whole, else its cores'.
+    fn pair_has_free(&self, pair: u32) -> bool {
+        let layout = self.layout;
+        let (socket, numa) = layout.socket_numa(pair);
+        if layout.socket_numa_pairs_of_numa(numa as usize).len() == 1 {
+            return self.counts[NUMA][numa as usize] > 0;
+        }
+        if layout.socket_numa_pairs_of_socket(socket as usize).len() == 1 {
+            return self.counts[SOCKET][socket as usize] > 0;
+        }
+        layout.cores_in_numa(numa as usize).iter().any(|&core| {
+            self.counts[CORE][core as usize] > 0
+                && layout
+                    .cpus(CORE, core as usize)
+                    .first()
+                    .and_then(|&cpu| layout.index(cpu))
+                    .is_some_and(|i| layout.units(i)[SOCKET] == socket)
+        })
+    }
+
     fn numa_order(&self) -> Vec<u32> {
         if self.numa_first {
             return self.all_sorted(NUMA);
         }
-        let pairs = &self.counts[SOCKET_NUMA];
         self.grouped_sorted(NUMA, self.socket_order(), |socket| {
             self.layout
                 .socket_numa_pairs_of_socket(socket as usize)
                 .iter()
-                .filter(|&&p| pairs[p as usize] > 0)
+                .filter(|&&p| self.pair_has_free(p))
                 .map(|&p| self.layout.socket_numa(p).1)
         })
     }
@@ -281,12 +299,11 @@ impl<'t> CpuAccumulator<'t> {
         if !self.numa_first {
             return self.all_sorted(SOCKET);
         }
-        let pairs = &self.counts[SOCKET_NUMA];
         self.grouped_sorted(SOCKET, self.numa_order(), |numa| {
             self.layout
                 .socket_numa_pairs_of_numa(numa as usize)
                 .iter()
-                .filter(|&&p| pairs[p as usize] > 0)
+                .filter(|&&p| self.pair_has_free(p))
                 .map(|&p| self.layout.socket_numa(p).0)
         })
     }
@@ -306,14 +323,23 @@ impl<'t> CpuAccumulator<'t> {
         }
     }
 
+    /// The uncore caches of the free CPUs of NUMA node `numa`, ascending (`UncoreCachesInNUMANodes`).
+    fn uncore_caches_in_numa(&self, numa: u32) -> std::vec::IntoIter<u32> {
+        let layout = self.layout;
+        let mut caches: Vec<u32> = layout
+            .cpus(NUMA, numa as usize)
+            .iter()
+            .filter_map(|&cpu| layout.index(cpu).filter(|&i| self.free[i]))
+            .map(|i| layout.units(i)[UNCORE])
+            .collect();
+        caches.sort_unstable();
+        caches.dedup();
+        caches.into_iter()
+    }
+
     fn uncore_order(&self) -> Vec<u32> {
-        let pairs = &self.counts[NUMA_UNCORE];
         self.grouped_sorted(UNCORE, self.numa_order(), |numa| {
-            self.layout
-                .numa_uncore_pairs_of_numa(numa as usize)
-                .iter()
-                .filter(|&&p| pairs[p as usize] > 0)
-                .map(|&p| self.layout.numa_uncore_cache(p))
+            self.uncore_caches_in_numa(numa)
         })
     }
 
