@@ -416,6 +416,10 @@ impl<'t> CpuAccumulator<'t> {
     fn take_whole(&mut self, kind: usize, units: Vec<u32>) {
         let layout = self.layout;
         for u in units {
+            // Every unit has a CPU, so once satisfied nothing more is taken.
+            if self.is_satisfied() {
+                return;
+            }
             let cpus = layout.cpus(kind, u as usize);
             if self.needs_at_least(cpus.len()) {
                 self.take(&CpuSet::from_vec(cpus.to_vec()));
@@ -509,8 +513,45 @@ impl<'t> CpuAccumulator<'t> {
     }
 
     fn take_full_cores(&mut self) {
-        let units = self.whole(CORE, self.core_order());
-        self.take_whole(CORE, units);
+        // `whole(core_order())` one parent at a time, stopping once satisfied:
+        // a core sits in one socket and one NUMA node, so taking the cores of
+        // one parent leaves the next parent's cores (their counts, their
+        // order, whether they are whole) as they were when the order began.
+        let layout = self.layout;
+        let parents = if self.numa_first {
+            self.socket_order()
+        } else {
+            self.numa_order()
+        };
+        let mut keys: Vec<u64> = Vec::new();
+        for parent in parents {
+            let cores = if self.numa_first {
+                layout.cores_in_socket(parent as usize)
+            } else {
+                layout.cores_in_numa(parent as usize)
+            };
+            let counts = &self.counts[CORE];
+            keys.clear();
+            keys.extend(
+                cores
+                    .iter()
+                    .filter(|&&c| counts[c as usize] > 0)
+                    .map(|&c| free_key(counts[c as usize], c)),
+            );
+            sort_by_free(&mut keys);
+            for &key in &keys {
+                let core = key as u32;
+                let cpus = layout.cpus(CORE, core as usize);
+                if self.counts[CORE][core as usize] as usize == cpus.len()
+                    && self.needs_at_least(cpus.len())
+                {
+                    self.take(&CpuSet::from_vec(cpus.to_vec()));
+                }
+                if self.is_satisfied() {
+                    return;
+                }
+            }
+        }
     }
 
     fn take_remaining_cpus(&mut self) {
