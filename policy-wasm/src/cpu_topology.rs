@@ -17,6 +17,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use crate::cpuset::{CpuSet, MAX_CPU_ID};
 
@@ -334,69 +335,188 @@ impl CpuDetails {
     }
 }
 
-/// The CPUs of every unit of one kind (core, socket, NUMA node or uncore
-/// cache), built with one sort so the assignment loops can look a unit up
-/// instead of scanning every CPU for it.
+/// Groups of items in one flat list (compressed rows): the items of group
+/// `g` are `items[starts[g]..starts[g + 1]]`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Units {
-    /// `(unit id, end of its CPUs in cpus)`, ascending by id.
-    ends: Vec<(u32, usize)>,
-    /// The CPUs of each unit in turn, ascending within a unit.
-    cpus: Vec<u32>,
+pub(crate) struct Groups {
+    starts: Vec<u32>,
+    items: Vec<u32>,
 }
 
-impl Units {
-    fn new(details: &CpuDetails, key: impl Fn(&CpuInfo) -> u32) -> Units {
-        let mut pairs: Vec<(u32, u32)> = details
-            .entries
-            .iter()
-            .map(|(cpu, info)| (key(info), *cpu))
-            .collect();
-        pairs.sort_unstable();
-        let mut ends: Vec<(u32, usize)> = Vec::new();
-        let mut cpus = Vec::with_capacity(pairs.len());
-        for (unit, cpu) in pairs {
-            cpus.push(cpu);
-            match ends.last_mut() {
-                Some((last, end)) if *last == unit => *end = cpus.len(),
-                _ => ends.push((unit, cpus.len())),
-            }
+impl Groups {
+    /// Item `i` of `0..n` goes to group `group_of(i)`; within a group items
+    /// keep their order (a counting sort, no comparisons).
+    fn by_group(
+        num_groups: usize,
+        n: usize,
+        group_of: impl Fn(usize) -> u32,
+        item: impl Fn(usize) -> u32,
+    ) -> Groups {
+        let mut starts = vec![0u32; num_groups + 1];
+        for i in 0..n {
+            starts[group_of(i) as usize + 1] += 1;
         }
-        Units { ends, cpus }
+        for g in 0..num_groups {
+            starts[g + 1] += starts[g];
+        }
+        let mut next = starts.clone();
+        let mut items = vec![0u32; n];
+        for i in 0..n {
+            let slot = &mut next[group_of(i) as usize];
+            items[*slot as usize] = item(i);
+            *slot += 1;
+        }
+        Groups { starts, items }
     }
 
-    /// The number of distinct units.
-    fn len(&self) -> usize {
-        self.ends.len()
+    /// The items of group `g` (empty for an unknown group).
+    pub(crate) fn get(&self, g: usize) -> &[u32] {
+        match (self.starts.get(g), self.starts.get(g + 1)) {
+            (Some(&start), Some(&end)) => &self.items[start as usize..end as usize],
+            _ => &[],
+        }
+    }
+}
+
+/// Dense indexes of `keys`: the distinct keys ascending, and each key's
+/// position among them written to `of`. Small keys (every real machine's
+/// ids) go through a lookup table instead of a sort.
+fn dense_index(keys: &[u64], mut of: impl FnMut(usize, u32)) -> Vec<u64> {
+    let max = keys.iter().copied().max().unwrap_or(0);
+    if max < keys.len() as u64 * 4 + 4096 {
+        let mut table = vec![u32::MAX; max as usize + 1];
+        for &key in keys {
+            table[key as usize] = 0;
+        }
+        let mut ids = Vec::new();
+        for (key, slot) in table.iter_mut().enumerate() {
+            if *slot == 0 {
+                *slot = ids.len() as u32;
+                ids.push(key as u64);
+            }
+        }
+        for (i, &key) in keys.iter().enumerate() {
+            of(i, table[key as usize]);
+        }
+        return ids;
+    }
+    let mut ids = keys.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    for (i, key) in keys.iter().enumerate() {
+        of(i, ids.binary_search(key).unwrap_or(0) as u32);
+    }
+    ids
+}
+
+/// Unit kinds of [`Layout`]: cores, sockets, NUMA nodes and uncore caches.
+pub(crate) const CORE: usize = 0;
+/// See [`CORE`].
+pub(crate) const SOCKET: usize = 1;
+/// See [`CORE`].
+pub(crate) const NUMA: usize = 2;
+/// See [`CORE`].
+pub(crate) const UNCORE: usize = 3;
+/// The number of unit kinds.
+pub(crate) const KINDS: usize = 4;
+
+/// The machine's units as dense indexes, built once per topology so the
+/// assignment loops count free CPUs per unit in arrays and walk prepared
+/// child lists instead of scanning and sorting all CPUs per step.
+///
+/// Unit indexes follow ascending unit ids, so "ties by id" is "ties by index".
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Layout {
+    /// CPU id to its position in the details, `u32::MAX` when absent.
+    index_of: Vec<u32>,
+    /// Per CPU position, its unit index of every kind.
+    unit_of: Vec<[u32; KINDS]>,
+    /// The ids of cores, sockets, NUMA nodes and uncore caches, ascending.
+    ids: [Vec<u32>; KINDS],
+    /// The CPU ids of every unit, ascending.
+    cpus: [Groups; KINDS],
+    /// The number of units of every kind.
+    counts: [usize; KINDS],
+    /// Per socket, its core indexes; per NUMA node, its core indexes.
+    cores_in_socket: Groups,
+    cores_in_numa: Groups,
+    /// The (socket, NUMA) index pairs that have cores, ascending.
+    socket_numa: Vec<(u32, u32)>,
+    /// Per socket, its (socket, NUMA) pairs by NUMA node; per NUMA node, by socket.
+    socket_numa_by_socket: Groups,
+    socket_numa_by_numa: Groups,
+}
+
+impl Layout {
+    /// The position of CPU `cpu` in the details, if the machine has it.
+    pub(crate) fn index(&self, cpu: u32) -> Option<usize> {
+        match self.index_of.get(cpu as usize) {
+            Some(&i) if i != u32::MAX => Some(i as usize),
+            _ => None,
+        }
     }
 
-    /// The CPUs of `unit`, ascending; empty for an unknown unit.
-    fn cpus(&self, unit: u32) -> &[u32] {
-        match self.ends.binary_search_by_key(&unit, |(id, _)| *id) {
-            Ok(i) => {
-                let start = if i == 0 { 0 } else { self.ends[i - 1].1 };
-                &self.cpus[start..self.ends[i].1]
-            }
-            Err(_) => &[],
-        }
+    /// The unit indexes of the CPU at position `i`.
+    pub(crate) fn units(&self, i: usize) -> &[u32; KINDS] {
+        &self.unit_of[i]
+    }
+
+    /// The number of units of `kind`.
+    pub(crate) fn count(&self, kind: usize) -> usize {
+        self.counts[kind]
+    }
+
+    /// The id of unit `index` of `kind` (one of the four plain kinds).
+    pub(crate) fn id(&self, kind: usize, index: u32) -> u32 {
+        self.ids[kind][index as usize]
+    }
+
+    /// The index of the unit of `kind` with id `id`.
+    pub(crate) fn find(&self, kind: usize, id: u32) -> Option<usize> {
+        self.ids[kind].binary_search(&id).ok()
+    }
+
+    /// The CPU ids of unit `index` of `kind`, ascending.
+    pub(crate) fn cpus(&self, kind: usize, index: usize) -> &[u32] {
+        self.cpus[kind].get(index)
+    }
+
+    /// The cores of a socket, by index.
+    pub(crate) fn cores_in_socket(&self, socket: usize) -> &[u32] {
+        self.cores_in_socket.get(socket)
+    }
+
+    /// The cores of a NUMA node, by index.
+    pub(crate) fn cores_in_numa(&self, numa: usize) -> &[u32] {
+        self.cores_in_numa.get(numa)
+    }
+
+    /// The (socket, NUMA) pairs of a socket, NUMA node ascending.
+    pub(crate) fn socket_numa_pairs_of_socket(&self, socket: usize) -> &[u32] {
+        self.socket_numa_by_socket.get(socket)
+    }
+
+    /// The (socket, NUMA) pairs of a NUMA node, socket ascending.
+    pub(crate) fn socket_numa_pairs_of_numa(&self, numa: usize) -> &[u32] {
+        self.socket_numa_by_numa.get(numa)
+    }
+
+    /// The socket and NUMA indexes of a (socket, NUMA) pair.
+    pub(crate) fn socket_numa(&self, pair: u32) -> (u32, u32) {
+        self.socket_numa[pair as usize]
     }
 }
 
 /// The CPU topology of a node (upstream `CPUTopology`).
 ///
 /// Besides the details it keeps the CPUs of every core, socket, NUMA node
-/// and uncore cache, built once: the assignment loops ask for them per unit.
+/// and uncore cache and the dense [`Layout`], built once: the assignment
+/// loops ask for them per unit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CpuTopology {
     details: CpuDetails,
-    cores: Units,
-    sockets: Units,
-    numa_nodes: Units,
-    uncore_caches: Units,
-    num_cores: usize,
-    num_sockets: usize,
-    num_numa_nodes: usize,
-    num_uncore_caches: usize,
+    /// Shared: every policy built on the topology clones it.
+    layout: Arc<Layout>,
 }
 
 impl CpuTopology {
@@ -404,7 +524,8 @@ impl CpuTopology {
     pub fn new(
         cpus: impl IntoIterator<Item = (u32, CpuInfo)>,
     ) -> Result<CpuTopology, CpuTopologyError> {
-        let mut entries: Vec<(u32, CpuInfo)> = Vec::new();
+        let cpus = cpus.into_iter();
+        let mut entries: Vec<(u32, CpuInfo)> = Vec::with_capacity(cpus.size_hint().0);
         // Duplicates are found with a bitmap of every possible id, in input order.
         let mut seen = vec![0u64; (MAX_CPU_ID as usize + 1).div_ceil(64)];
         for (cpu, info) in cpus {
@@ -427,44 +548,13 @@ impl CpuTopology {
         if entries.is_empty() {
             return Err(CpuTopologyError::NoCpus);
         }
-        entries.sort_unstable_by_key(|(cpu, _)| *cpu);
+        // Topologies mostly come sorted; the check is cheaper than the sort.
+        if !entries.is_sorted_by_key(|(cpu, _)| *cpu) {
+            entries.sort_unstable_by_key(|(cpu, _)| *cpu);
+        }
         let details = CpuDetails { entries };
-        let cores = Units::new(&details, |info| info.core_id);
-        // A core must sit in one socket and one NUMA node. Reported: the core
-        // of the lowest CPU whose unit differs from that of its core's lowest
-        // CPU, as a walk in CPU order finds it.
-        let mut spanning: Option<(u32, u32)> = None;
-        for &(core, _) in &cores.ends {
-            let unit = |cpu: u32| {
-                details
-                    .get(cpu)
-                    .map(|info| (info.socket_id, info.numa_node_id))
-            };
-            let cpus = cores.cpus(core);
-            let first = unit(cpus[0]);
-            if let Some(&cpu) = cpus.iter().find(|&&cpu| unit(cpu) != first)
-                && spanning.is_none_or(|(lowest, _)| cpu < lowest)
-            {
-                spanning = Some((cpu, core));
-            }
-        }
-        if let Some((_, core_id)) = spanning {
-            return Err(CpuTopologyError::CoreSpansUnits { core_id });
-        }
-        let sockets = Units::new(&details, |info| info.socket_id);
-        let numa_nodes = Units::new(&details, |info| info.numa_node_id);
-        let uncore_caches = Units::new(&details, CpuInfo::uncore_cache);
-        Ok(CpuTopology {
-            num_cores: cores.len(),
-            num_sockets: sockets.len(),
-            num_numa_nodes: numa_nodes.len(),
-            num_uncore_caches: uncore_caches.len(),
-            details,
-            cores,
-            sockets,
-            numa_nodes,
-            uncore_caches,
-        })
+        let layout = Arc::new(Layout::new(&details)?);
+        Ok(CpuTopology { details, layout })
     }
 
     /// The details of every CPU.
@@ -474,7 +564,25 @@ impl CpuTopology {
 
     /// The info of `cpu`, if the machine has it.
     pub fn info(&self, cpu: u32) -> Option<&CpuInfo> {
-        self.details.get(cpu)
+        self.layout.index(cpu).map(|i| &self.details.entries[i].1)
+    }
+
+    /// The NUMA node ids that have CPUs, ascending.
+    pub fn numa_node_ids(&self) -> &[u32] {
+        &self.layout.ids[NUMA]
+    }
+
+    /// The dense unit indexes the assignment loops work on.
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The CPUs of the unit of `kind` with id `id`, ascending (empty when unknown).
+    fn unit_cpus(&self, kind: usize, id: u32) -> &[u32] {
+        match self.layout.find(kind, id) {
+            Some(index) => self.layout.cpus(kind, index),
+            None => &[],
+        }
     }
 
     /// All CPU ids.
@@ -484,22 +592,22 @@ impl CpuTopology {
 
     /// All CPUs of core `core`, ascending (empty for an unknown core).
     pub fn core_cpus(&self, core: u32) -> &[u32] {
-        self.cores.cpus(core)
+        self.unit_cpus(CORE, core)
     }
 
     /// All CPUs of socket `socket`, ascending (empty for an unknown socket).
     pub fn socket_cpus(&self, socket: u32) -> &[u32] {
-        self.sockets.cpus(socket)
+        self.unit_cpus(SOCKET, socket)
     }
 
     /// All CPUs of NUMA node `numa`, ascending (empty for an unknown node).
     pub fn numa_node_cpus(&self, numa: u32) -> &[u32] {
-        self.numa_nodes.cpus(numa)
+        self.unit_cpus(NUMA, numa)
     }
 
     /// All CPUs of uncore cache `uncore`, ascending (empty for an unknown cache).
     pub fn uncore_cache_cpus(&self, uncore: u32) -> &[u32] {
-        self.uncore_caches.cpus(uncore)
+        self.unit_cpus(UNCORE, uncore)
     }
 
     /// `NumCPUs`.
@@ -509,59 +617,59 @@ impl CpuTopology {
 
     /// `NumCores`: distinct physical cores.
     pub fn num_cores(&self) -> usize {
-        self.num_cores
+        self.layout.count(CORE)
     }
 
     /// `NumSockets`.
     pub fn num_sockets(&self) -> usize {
-        self.num_sockets
+        self.layout.count(SOCKET)
     }
 
     /// `NumNUMANodes`.
     pub fn num_numa_nodes(&self) -> usize {
-        self.num_numa_nodes
+        self.layout.count(NUMA)
     }
 
     /// `NumUncoreCache` (CPUs without an uncore id count their socket).
     pub fn num_uncore_caches(&self) -> usize {
-        self.num_uncore_caches
+        self.layout.count(UNCORE)
     }
 
     /// `CPUsPerCore`: `NumCPUs / NumCores` (0 without cores).
     pub fn cpus_per_core(&self) -> usize {
-        self.num_cpus().checked_div(self.num_cores).unwrap_or(0)
+        self.num_cpus().checked_div(self.num_cores()).unwrap_or(0)
     }
 
     /// `CPUsPerSocket`: `NumCPUs / NumSockets` (0 without sockets).
     pub fn cpus_per_socket(&self) -> usize {
-        self.num_cpus().checked_div(self.num_sockets).unwrap_or(0)
+        self.num_cpus().checked_div(self.num_sockets()).unwrap_or(0)
     }
 
     /// `CPUsPerNUMA`: `NumCPUs / NumNUMANodes` (0 without NUMA nodes).
     pub fn cpus_per_numa_node(&self) -> usize {
         self.num_cpus()
-            .checked_div(self.num_numa_nodes)
+            .checked_div(self.num_numa_nodes())
             .unwrap_or(0)
     }
 
     /// `CPUsPerUncore`: `NumCPUs / NumUncoreCache` (0 without uncore caches).
     pub fn cpus_per_uncore_cache(&self) -> usize {
         self.num_cpus()
-            .checked_div(self.num_uncore_caches)
+            .checked_div(self.num_uncore_caches())
             .unwrap_or(0)
     }
 
     /// NUMA nodes per socket, `NumNUMANodes / NumSockets` (as `isHintSocketAligned`; 0 when a NUMA node spans sockets).
     pub fn numa_nodes_per_socket(&self) -> usize {
-        self.num_numa_nodes
-            .checked_div(self.num_sockets)
+        self.num_numa_nodes()
+            .checked_div(self.num_sockets())
             .unwrap_or(0)
     }
 
     /// Sockets per NUMA node, `NumSockets / NumNUMANodes` (0 when a socket holds several NUMA nodes).
     pub fn sockets_per_numa_node(&self) -> usize {
-        self.num_sockets
-            .checked_div(self.num_numa_nodes)
+        self.num_sockets()
+            .checked_div(self.num_numa_nodes())
             .unwrap_or(0)
     }
 
@@ -599,6 +707,122 @@ impl CpuTopology {
                 .flat_map(|numa| self.numa_node_cpus(numa).iter().copied())
                 .collect(),
         )
+    }
+}
+
+impl Layout {
+    fn new(details: &CpuDetails) -> Result<Layout, CpuTopologyError> {
+        let entries = &details.entries;
+        let n = entries.len();
+        let max_cpu = entries.last().map_or(0, |(cpu, _)| *cpu as usize);
+        let mut index_of = vec![u32::MAX; max_cpu + 1];
+        for (i, (cpu, _)) in entries.iter().enumerate() {
+            index_of[*cpu as usize] = i as u32;
+        }
+        let mut unit_of = vec![[0u32; KINDS]; n];
+        let mut ids: [Vec<u32>; KINDS] = Default::default();
+        let mut counts = [0usize; KINDS];
+        let mut keys = vec![0u64; n];
+        for kind in [CORE, SOCKET, NUMA, UNCORE] {
+            for (key, (_, info)) in keys.iter_mut().zip(entries) {
+                *key = u64::from(match kind {
+                    CORE => info.core_id,
+                    SOCKET => info.socket_id,
+                    NUMA => info.numa_node_id,
+                    _ => info.uncore_cache(),
+                });
+            }
+            let unique = dense_index(&keys, |i, u| unit_of[i][kind] = u);
+            // The keys are u32 ids, so the conversion back is lossless.
+            ids[kind] = unique.into_iter().map(|id| id as u32).collect();
+            counts[kind] = ids[kind].len();
+        }
+        // The CPUs of every unit of the four kinds: one counting sort for all.
+        let mut cpus: [Groups; KINDS] = std::array::from_fn(|kind| Groups {
+            starts: vec![0; counts[kind] + 1],
+            items: vec![0; n],
+        });
+        for units in &unit_of {
+            for (kind, groups) in cpus.iter_mut().enumerate() {
+                groups.starts[units[kind] as usize + 1] += 1;
+            }
+        }
+        let mut next: [Vec<u32>; KINDS] = std::array::from_fn(|kind| {
+            let starts = &mut cpus[kind].starts;
+            for g in 0..counts[kind] {
+                starts[g + 1] += starts[g];
+            }
+            starts.clone()
+        });
+        for (units, (cpu, _)) in unit_of.iter().zip(entries) {
+            for (kind, groups) in cpus.iter_mut().enumerate() {
+                let slot = &mut next[kind][units[kind] as usize];
+                groups.items[*slot as usize] = *cpu;
+                *slot += 1;
+            }
+        }
+        // A core must sit in one socket and one NUMA node. Reported: the core
+        // of the lowest CPU whose unit differs from that of its core's lowest CPU.
+        let mut core_socket_numa = vec![None; counts[CORE]];
+        for (i, units) in unit_of.iter().enumerate() {
+            let here = (units[SOCKET], units[NUMA]);
+            match core_socket_numa[units[CORE] as usize] {
+                None => core_socket_numa[units[CORE] as usize] = Some(here),
+                Some(first) if first != here => {
+                    return Err(CpuTopologyError::CoreSpansUnits {
+                        core_id: entries[i].1.core_id,
+                    });
+                }
+                Some(_) => {}
+            }
+        }
+        // Cores in ascending order, bucketed by their (single) socket and NUMA node.
+        let core_unit = |c: usize| core_socket_numa[c].unwrap_or((0, 0));
+        let cores_in_socket = Groups::by_group(
+            counts[SOCKET],
+            counts[CORE],
+            |c| core_unit(c).0,
+            |c| c as u32,
+        );
+        let cores_in_numa =
+            Groups::by_group(counts[NUMA], counts[CORE], |c| core_unit(c).1, |c| c as u32);
+
+        // The (socket, NUMA) pairs, from the cores (a core sits in one of each).
+        let num_numa = counts[NUMA] as u64;
+        let keys: Vec<u64> = (0..counts[CORE])
+            .map(|c| {
+                let (socket, numa) = core_unit(c);
+                u64::from(socket) * num_numa + u64::from(numa)
+            })
+            .collect();
+        let pairs = dense_index(&keys, |_, _| {});
+        // Both halves are below the unit counts (u32), so the conversions are lossless.
+        let socket_numa: Vec<(u32, u32)> = pairs
+            .iter()
+            .map(|&key| ((key / num_numa) as u32, (key % num_numa) as u32))
+            .collect();
+        let num_pairs = socket_numa.len();
+        let socket_numa_by_socket = Groups::by_group(
+            counts[SOCKET],
+            num_pairs,
+            |p| socket_numa[p].0,
+            |p| p as u32,
+        );
+        let socket_numa_by_numa =
+            Groups::by_group(counts[NUMA], num_pairs, |p| socket_numa[p].1, |p| p as u32);
+
+        Ok(Layout {
+            index_of,
+            unit_of,
+            ids,
+            cpus,
+            counts,
+            cores_in_socket,
+            cores_in_numa,
+            socket_numa,
+            socket_numa_by_socket,
+            socket_numa_by_numa,
+        })
     }
 }
 

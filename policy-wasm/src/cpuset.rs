@@ -95,8 +95,11 @@ impl CpuSet {
         if text.is_empty() {
             return Ok(CpuSet::new());
         }
-        // A bitmap of every possible id keeps memory bounded whatever the text repeats.
-        let mut seen = vec![0u64; (MAX_CPU_ID as usize + 1).div_ceil(64)];
+        // Canonical text (ascending, disjoint ranges) expands directly; from
+        // the first range out of order on, a bitmap of every possible id
+        // takes the ranges, which keeps memory bounded whatever the text repeats.
+        let mut ranges: Vec<(u32, u32)> = Vec::new();
+        let mut seen: Option<Vec<u64>> = None;
         for element in text.split(',') {
             let element = element.trim();
             let invalid = || CpuSetError::InvalidElement {
@@ -126,10 +129,27 @@ impl CpuSet {
                     end,
                 });
             }
-            for id in start..=end {
-                seen[id as usize / 64] |= 1u64 << (id % 64);
+            if seen.is_none() && ranges.last().is_none_or(|&(_, last)| start > last) {
+                ranges.push((start, end));
+                continue;
             }
+            let bitmap = seen.get_or_insert_with(|| {
+                let mut bitmap = vec![0u64; (MAX_CPU_ID as usize + 1).div_ceil(64)];
+                for (start, end) in ranges.drain(..) {
+                    set_bits(&mut bitmap, start, end);
+                }
+                bitmap
+            });
+            set_bits(bitmap, start, end);
         }
+        let Some(seen) = seen else {
+            let total = ranges.iter().map(|&(s, e)| (e - s) as usize + 1).sum();
+            let mut ids = Vec::with_capacity(total);
+            for (start, end) in ranges {
+                ids.extend(start..=end);
+            }
+            return Ok(CpuSet { ids });
+        };
         // Walk the set bits word by word (most words are empty).
         let mut ids = Vec::new();
         for (index, &word) in seen.iter().enumerate() {
@@ -200,35 +220,97 @@ impl CpuSet {
     /// The ids that are in both `self` and `other`.
     pub fn intersection(&self, other: &CpuSet) -> CpuSet {
         CpuSet {
-            ids: self
-                .ids
-                .iter()
-                .copied()
-                .filter(|id| other.contains(*id))
-                .collect(),
+            ids: self.filter_by(other, true),
         }
     }
 
     /// The ids of `self` that are not in `other`.
     pub fn difference(&self, other: &CpuSet) -> CpuSet {
         CpuSet {
-            ids: self
-                .ids
-                .iter()
-                .copied()
-                .filter(|id| !other.contains(*id))
-                .collect(),
+            ids: self.filter_by(other, false),
         }
+    }
+
+    /// The ids of `self` that are (`keep_common`) or are not in `other`,
+    /// found by walking both sorted lists once.
+    fn filter_by(&self, other: &CpuSet, keep_common: bool) -> Vec<u32> {
+        let other = other.ids.as_slice();
+        if other.len() * 16 < self.ids.len() {
+            // A few ids against many (the reserved or taken CPUs against a
+            // pool): find each in `self` and keep or copy the runs between.
+            let mut ids = Vec::with_capacity(if keep_common {
+                other.len()
+            } else {
+                self.ids.len()
+            });
+            let mut from = 0;
+            for &id in other {
+                let Ok(at) = self.ids[from..].binary_search(&id) else {
+                    continue;
+                };
+                let at = from + at;
+                if keep_common {
+                    ids.push(id);
+                } else {
+                    ids.extend_from_slice(&self.ids[from..at]);
+                }
+                from = at + 1;
+            }
+            if !keep_common {
+                ids.extend_from_slice(&self.ids[from..]);
+            }
+            return ids;
+        }
+        let mut ids = Vec::with_capacity(if keep_common {
+            self.ids.len().min(other.len())
+        } else {
+            self.ids.len()
+        });
+        let mut j = 0;
+        for &id in &self.ids {
+            while j < other.len() && other[j] < id {
+                j += 1;
+            }
+            let common = j < other.len() && other[j] == id;
+            if common == keep_common {
+                ids.push(id);
+            }
+        }
+        ids
     }
 
     /// Whether every id of `self` is in `other`.
     pub fn is_subset_of(&self, other: &CpuSet) -> bool {
-        self.ids.iter().all(|id| other.contains(*id))
+        let mut j = 0;
+        for &id in &self.ids {
+            while j < other.ids.len() && other.ids[j] < id {
+                j += 1;
+            }
+            if j == other.ids.len() || other.ids[j] != id {
+                return false;
+            }
+        }
+        true
     }
 
     /// Whether `self` and `other` share no id.
     pub fn is_disjoint(&self, other: &CpuSet) -> bool {
-        self.ids.iter().all(|id| !other.contains(*id))
+        let (mut i, mut j) = (0, 0);
+        while i < self.ids.len() && j < other.ids.len() {
+            match self.ids[i].cmp(&other.ids[j]) {
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => j += 1,
+                std::cmp::Ordering::Equal => return false,
+            }
+        }
+        true
+    }
+}
+
+/// Set the bits `start..=end` of a bitmap of every possible id.
+fn set_bits(bitmap: &mut [u64], start: u32, end: u32) {
+    for id in start..=end {
+        bitmap[id as usize / 64] |= 1u64 << (id % 64);
     }
 }
 
@@ -244,6 +326,8 @@ fn parse_id(text: &str) -> Option<u64> {
 impl fmt::Display for CpuSet {
     /// The canonical list format: `"0-3,8"`, `""` when empty.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Each range is formatted by hand into a small buffer: the generic
+        // integer formatting costs more than the rest of an admission's output.
         let mut index = 0;
         let mut first = true;
         while index < self.ids.len() {
@@ -253,19 +337,43 @@ impl fmt::Display for CpuSet {
                 index += 1;
                 end = self.ids[index];
             }
+            let mut buf = [0u8; 24];
+            let mut len = 0;
             if !first {
-                f.write_str(",")?;
+                buf[0] = b',';
+                len = 1;
             }
             first = false;
-            if start == end {
-                write!(f, "{start}")?;
-            } else {
-                write!(f, "{start}-{end}")?;
+            len = push_decimal(&mut buf, len, start);
+            if start != end {
+                buf[len] = b'-';
+                len = push_decimal(&mut buf, len + 1, end);
             }
+            f.write_str(std::str::from_utf8(&buf[..len]).map_err(|_| fmt::Error)?)?;
             index += 1;
         }
         Ok(())
     }
+}
+
+/// Write `value` in decimal into `buf` at `at`; returns the end (a u32 has
+/// at most 10 digits, and the callers leave room for two).
+fn push_decimal(buf: &mut [u8; 24], at: usize, value: u32) -> usize {
+    let mut digits = [0u8; 10];
+    let mut n = 0;
+    let mut rest = value;
+    loop {
+        digits[n] = b'0' + (rest % 10) as u8;
+        n += 1;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    for (slot, digit) in buf[at..at + n].iter_mut().zip(digits[..n].iter().rev()) {
+        *slot = *digit;
+    }
+    at + n
 }
 
 impl FromStr for CpuSet {

@@ -147,7 +147,14 @@ fn decode_hint(
 }
 
 fn mask_ids(mask: BitMask) -> Vec<u32> {
-    mask.bits().into_iter().map(|b| b as u32).collect()
+    // The set bits, ascending, without BitMask::bits' scan of all 64 bits.
+    let mut bits = mask.raw();
+    let mut ids = Vec::with_capacity(mask.count());
+    while bits != 0 {
+        ids.push(bits.trailing_zeros());
+        bits &= bits - 1;
+    }
+    ids
 }
 
 /// A native hint as a WIT hint.
@@ -234,11 +241,14 @@ impl Machine {
                 Some(topology.numa_nodes.len().to_string()),
             ));
         }
+        // NUMA node ids (at most 63) already decoded, for the CPU loop below.
+        let mut known_numa = 0u64;
         for (i, node) in topology.numa_nodes.iter().enumerate() {
-            let path = format!("topology.numaNodes[{i}]");
+            // Formatted only for an error.
+            let path = || format!("topology.numaNodes[{i}]");
             if node.id > MAX_NUMA_NODE_ID {
                 errors.push(invalid(
-                    format!("{path}.id"),
+                    format!("{}.id", path()),
                     format!("NUMA node ids must be at most {MAX_NUMA_NODE_ID}"),
                     &node.id.to_string(),
                 ));
@@ -247,17 +257,17 @@ impl Machine {
             let mut hugepages = Vec::new();
             let mut sizes = BTreeSet::new();
             for (j, pool) in node.hugepages.iter().enumerate() {
-                let pool_path = format!("{path}.hugepages[{j}].pageSizeBytes");
+                let pool_path = || format!("{}.hugepages[{j}].pageSizeBytes", path());
                 if pool.page_size_bytes == 0 || pool.page_size_bytes % 1024 != 0 {
                     errors.push(invalid(
-                        pool_path,
+                        pool_path(),
                         "must be a positive multiple of 1024",
                         &pool.page_size_bytes.to_string(),
                     ));
                     continue;
                 }
                 if !sizes.insert(pool.page_size_bytes) {
-                    errors.push(duplicate(pool_path, &pool.page_size_bytes.to_string()));
+                    errors.push(duplicate(pool_path(), &pool.page_size_bytes.to_string()));
                     continue;
                 }
                 hugepages.push(HugePagesInfo {
@@ -276,8 +286,9 @@ impl Machine {
                     .then(|| node.distances.iter().map(|&d| u64::from(d)).collect()),
             };
             if numa.insert(id, decoded).is_some() {
-                errors.push(duplicate(format!("{path}.id"), &node.id.to_string()));
+                errors.push(duplicate(format!("{}.id", path()), &node.id.to_string()));
             }
+            known_numa |= 1u64 << node.id;
         }
         let mut cpus = Vec::with_capacity(topology.cpus.len());
         // Every id is at most MAX_CPU_ID once checked, so a bitmap finds duplicates.
@@ -299,7 +310,7 @@ impl Machine {
                 continue;
             }
             seen[word] |= bit;
-            if !numa.contains_key(&(cpu.numa_node as usize)) {
+            if cpu.numa_node > MAX_NUMA_NODE_ID || known_numa & (1u64 << cpu.numa_node) == 0 {
                 errors.push(invalid(
                     format!("{}.numaNode", path()),
                     "the CPU's NUMA node is not listed in topology.numaNodes",

@@ -21,7 +21,7 @@
 use std::cell::Cell;
 use std::fmt;
 
-use crate::cpu_topology::{CpuDetails, CpuInfo, CpuTopology, UnitCounts};
+use crate::cpu_topology::{CORE, CpuTopology, KINDS, Layout, NUMA, SOCKET, UNCORE};
 use crate::cpuset::CpuSet;
 
 /// How single CPUs are ordered once whole units are taken (upstream `CPUSortingStrategy`).
@@ -92,27 +92,32 @@ impl fmt::Display for CpuAssignmentError {
 
 impl std::error::Error for CpuAssignmentError {}
 
-/// Ids sorted by ascending free-CPU count, ties by ascending id (upstream `cpuAccumulator.sort`).
-fn sort_by_free(ids: Vec<u32>, free: impl Fn(u32) -> usize) -> Vec<u32> {
-    let mut keyed: Vec<(usize, u32)> = ids.into_iter().map(|id| (free(id), id)).collect();
-    keyed.sort_unstable();
-    keyed.into_iter().map(|(_, id)| id).collect()
+/// Sort unit indexes by ascending free-CPU count, ties by ascending index
+/// (ascending id), as upstream `cpuAccumulator.sort`; the keys are distinct,
+/// so an unstable sort is deterministic.
+fn sort_by_free(units: &mut [u64]) {
+    units.sort_unstable();
 }
 
-/// Append `ids` to `out`, skipping ids already present (a unit spanning two parents is listed once).
-fn extend_unique(out: &mut Vec<u32>, ids: Vec<u32>) {
-    for id in ids {
-        if !out.contains(&id) {
-            out.push(id);
-        }
-    }
+/// The sort key of unit `index` with `free` free CPUs.
+fn free_key(free: u32, index: u32) -> u64 {
+    (u64::from(free) << 32) | u64::from(index)
 }
 
 /// Upstream `cpuAccumulator`: the free CPUs, the CPUs taken so far and how many are still needed.
+///
+/// The free CPUs are kept as a flag per CPU and a free count per unit of
+/// every kind (see [`Layout`]), updated as CPUs are taken, so ordering the
+/// units costs a sort of the units, not a scan of all CPUs.
 #[derive(Clone, Debug)]
 pub(crate) struct CpuAccumulator<'t> {
     topo: &'t CpuTopology,
-    details: CpuDetails,
+    layout: &'t Layout,
+    /// Per CPU position: still available and not taken.
+    free: Vec<bool>,
+    /// Per unit kind, per unit index: its free CPUs.
+    counts: [Vec<u32>; KINDS],
+    num_free: usize,
     needed: i64,
     result: CpuSet,
     numa_first: bool,
@@ -126,14 +131,29 @@ impl<'t> CpuAccumulator<'t> {
         num_cpus: usize,
         strategy: CpuSortingStrategy,
     ) -> Self {
-        CpuAccumulator {
+        let layout = topo.layout();
+        let mut acc = CpuAccumulator {
             topo,
-            details: topo.details().keep_only(available),
+            layout,
+            free: vec![false; topo.num_cpus()],
+            counts: std::array::from_fn(|kind| vec![0; layout.count(kind)]),
+            num_free: 0,
             needed: i64::try_from(num_cpus).unwrap_or(i64::MAX),
             result: CpuSet::new(),
             numa_first: topo.num_sockets() >= topo.num_numa_nodes(),
             strategy,
+        };
+        // CPUs the topology does not know are dropped, as upstream's `KeepOnly`.
+        for cpu in available.iter() {
+            if let Some(i) = layout.index(cpu) {
+                acc.free[i] = true;
+                acc.num_free += 1;
+                for (kind, &unit) in layout.units(i).iter().enumerate() {
+                    acc.counts[kind][unit as usize] += 1;
+                }
+            }
         }
+        acc
     }
 
     #[cfg(test)]
@@ -144,9 +164,19 @@ impl<'t> CpuAccumulator<'t> {
     pub(crate) fn take(&mut self, cpus: &CpuSet) {
         let added = cpus.difference(&self.result).len();
         self.result = self.result.union(cpus);
-        // `details` never holds a CPU of `result`, so dropping `cpus` is the
-        // same as upstream's `KeepOnly(details.CPUs() - result)`.
-        self.details.remove(cpus);
+        // The free CPUs never include a CPU of `result`, so dropping `cpus`
+        // is the same as upstream's `KeepOnly(details.CPUs() - result)`.
+        for cpu in cpus.iter() {
+            if let Some(i) = self.layout.index(cpu)
+                && self.free[i]
+            {
+                self.free[i] = false;
+                self.num_free -= 1;
+                for (kind, &unit) in self.layout.units(i).iter().enumerate() {
+                    self.counts[kind][unit as usize] -= 1;
+                }
+            }
+        }
         self.needed -= i64::try_from(added).unwrap_or(i64::MAX);
     }
 
@@ -159,121 +189,210 @@ impl<'t> CpuAccumulator<'t> {
     }
 
     pub(crate) fn is_failed(&self) -> bool {
-        self.needed > i64::try_from(self.details.len()).unwrap_or(i64::MAX)
+        self.needed > i64::try_from(self.num_free).unwrap_or(i64::MAX)
+    }
+
+    fn is_free(&self, cpu: u32) -> bool {
+        self.layout.index(cpu).is_some_and(|i| self.free[i])
     }
 
     fn free_in_numa(&self, numa: u32) -> usize {
-        self.details.cpus_in_numa_nodes(&[numa]).len()
+        self.layout
+            .find(NUMA, numa)
+            .map_or(0, |u| self.counts[NUMA][u] as usize)
     }
 
-    // The sorts below count the free CPUs of every unit in one pass
-    // (`count_by`) instead of scanning all CPUs once per unit; the order is
-    // upstream's: fewest free first, ties by id, parents in their own order.
+    /// The free CPUs of NUMA node `numa`.
+    fn free_cpus_in_numa(&self, numa: u32) -> CpuSet {
+        let cpus = match self.layout.find(NUMA, numa) {
+            Some(u) => self.layout.cpus(NUMA, u),
+            None => &[],
+        };
+        CpuSet::from_vec(
+            cpus.iter()
+                .copied()
+                .filter(|&cpu| self.is_free(cpu))
+                .collect(),
+        )
+    }
+
+    // The orders below are upstream's: fewest free CPUs first, ties by id,
+    // children grouped under their parents in the parents' order, a child
+    // under two parents listed once. They work on unit indexes.
+
+    /// Every unit of `kind` with free CPUs, sorted.
+    fn all_sorted(&self, kind: usize) -> Vec<u32> {
+        let mut keys: Vec<u64> = self.counts[kind]
+            .iter()
+            .enumerate()
+            .filter(|(_, free)| **free > 0)
+            .map(|(u, &free)| free_key(free, u as u32))
+            .collect();
+        sort_by_free(&mut keys);
+        keys.into_iter().map(|key| key as u32).collect()
+    }
+
+    /// For every parent in order, its children of `kind` (from `children`,
+    /// already filtered to those with free CPUs) sorted, each child once.
+    fn grouped_sorted<'a, I>(
+        &self,
+        kind: usize,
+        parents: Vec<u32>,
+        children: impl Fn(u32) -> I,
+    ) -> Vec<u32>
+    where
+        I: Iterator<Item = u32> + 'a,
+    {
+        let counts = &self.counts[kind];
+        let mut seen = vec![false; counts.len()];
+        let mut out = Vec::new();
+        let mut keys: Vec<u64> = Vec::new();
+        for parent in parents {
+            keys.clear();
+            keys.extend(children(parent).map(|u| free_key(counts[u as usize], u)));
+            sort_by_free(&mut keys);
+            for &key in &keys {
+                let u = key as u32;
+                if !std::mem::replace(&mut seen[u as usize], true) {
+                    out.push(u);
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether the (socket, NUMA) pair `pair` has a free CPU: the NUMA node's
+    /// or the socket's count when the other one holds it whole, else its cores'.
+    fn pair_has_free(&self, pair: u32) -> bool {
+        let layout = self.layout;
+        let (socket, numa) = layout.socket_numa(pair);
+        if layout.socket_numa_pairs_of_numa(numa as usize).len() == 1 {
+            return self.counts[NUMA][numa as usize] > 0;
+        }
+        if layout.socket_numa_pairs_of_socket(socket as usize).len() == 1 {
+            return self.counts[SOCKET][socket as usize] > 0;
+        }
+        layout.cores_in_numa(numa as usize).iter().any(|&core| {
+            self.counts[CORE][core as usize] > 0
+                && layout
+                    .cpus(CORE, core as usize)
+                    .first()
+                    .and_then(|&cpu| layout.index(cpu))
+                    .is_some_and(|i| layout.units(i)[SOCKET] == socket)
+        })
+    }
+
+    fn numa_order(&self) -> Vec<u32> {
+        if self.numa_first {
+            return self.all_sorted(NUMA);
+        }
+        self.grouped_sorted(NUMA, self.socket_order(), |socket| {
+            self.layout
+                .socket_numa_pairs_of_socket(socket as usize)
+                .iter()
+                .filter(|&&p| self.pair_has_free(p))
+                .map(|&p| self.layout.socket_numa(p).1)
+        })
+    }
+
+    fn socket_order(&self) -> Vec<u32> {
+        if !self.numa_first {
+            return self.all_sorted(SOCKET);
+        }
+        self.grouped_sorted(SOCKET, self.numa_order(), |numa| {
+            self.layout
+                .socket_numa_pairs_of_numa(numa as usize)
+                .iter()
+                .filter(|&&p| self.pair_has_free(p))
+                .map(|&p| self.layout.socket_numa(p).0)
+        })
+    }
+
+    fn core_order(&self) -> Vec<u32> {
+        let cores = &self.counts[CORE];
+        let with_free =
+            |list: &'t [u32]| list.iter().copied().filter(move |&c| cores[c as usize] > 0);
+        if self.numa_first {
+            self.grouped_sorted(CORE, self.socket_order(), |socket| {
+                with_free(self.layout.cores_in_socket(socket as usize))
+            })
+        } else {
+            self.grouped_sorted(CORE, self.numa_order(), |numa| {
+                with_free(self.layout.cores_in_numa(numa as usize))
+            })
+        }
+    }
+
+    /// The uncore caches of the free CPUs of NUMA node `numa`, ascending (`UncoreCachesInNUMANodes`).
+    fn uncore_caches_in_numa(&self, numa: u32) -> std::vec::IntoIter<u32> {
+        let layout = self.layout;
+        let mut caches: Vec<u32> = layout
+            .cpus(NUMA, numa as usize)
+            .iter()
+            .filter_map(|&cpu| layout.index(cpu).filter(|&i| self.free[i]))
+            .map(|i| layout.units(i)[UNCORE])
+            .collect();
+        caches.sort_unstable();
+        caches.dedup();
+        caches.into_iter()
+    }
+
+    fn uncore_order(&self) -> Vec<u32> {
+        self.grouped_sorted(UNCORE, self.numa_order(), |numa| {
+            self.uncore_caches_in_numa(numa)
+        })
+    }
+
+    /// The units of `order` (of `kind`) whose CPUs are all free.
+    fn whole(&self, kind: usize, order: Vec<u32>) -> Vec<u32> {
+        order
+            .into_iter()
+            .filter(|&u| {
+                self.counts[kind][u as usize] as usize == self.layout.cpus(kind, u as usize).len()
+            })
+            .collect()
+    }
+
+    fn ids(&self, kind: usize, units: Vec<u32>) -> Vec<u32> {
+        units.into_iter().map(|u| self.layout.id(kind, u)).collect()
+    }
 
     pub(crate) fn sort_available_numa_nodes(&self) -> Vec<u32> {
-        let free = self.details.count_by(|info| info.numa_node_id);
-        let free_in = |numa: u32| free.get(numa).unwrap_or(0);
-        if self.numa_first {
-            return sort_by_free(free.ids().collect(), free_in);
-        }
-        let mut out = Vec::new();
-        for socket in self.sort_available_sockets() {
-            extend_unique(
-                &mut out,
-                sort_by_free(self.details.numa_nodes_in_sockets(&[socket]), free_in),
-            );
-        }
-        out
+        self.ids(NUMA, self.numa_order())
     }
 
+    #[cfg(test)]
     pub(crate) fn sort_available_sockets(&self) -> Vec<u32> {
-        let free = self.details.count_by(|info| info.socket_id);
-        let free_in = |socket: u32| free.get(socket).unwrap_or(0);
-        if !self.numa_first {
-            return sort_by_free(free.ids().collect(), free_in);
-        }
-        let mut out = Vec::new();
-        for numa in self.sort_available_numa_nodes() {
-            extend_unique(
-                &mut out,
-                sort_by_free(self.details.sockets_in_numa_nodes(&[numa]), free_in),
-            );
-        }
-        out
+        self.ids(SOCKET, self.socket_order())
     }
 
+    #[cfg(test)]
     pub(crate) fn sort_available_cores(&self) -> Vec<u32> {
-        self.sort_available_cores_with(&self.details.count_by(|info| info.core_id))
-    }
-
-    /// [`Self::sort_available_cores`] with the free CPUs per core already counted.
-    fn sort_available_cores_with(&self, free: &UnitCounts) -> Vec<u32> {
-        let free_in_core = |core: u32| free.get(core).unwrap_or(0);
-        let mut out = Vec::new();
-        if self.numa_first {
-            for socket in self.sort_available_sockets() {
-                extend_unique(
-                    &mut out,
-                    sort_by_free(self.details.cores_in_sockets(&[socket]), free_in_core),
-                );
-            }
-        } else {
-            for numa in self.sort_available_numa_nodes() {
-                extend_unique(
-                    &mut out,
-                    sort_by_free(self.details.cores_in_numa_nodes(&[numa]), free_in_core),
-                );
-            }
-        }
-        out
-    }
-
-    fn sort_available_uncore_caches(&self) -> Vec<u32> {
-        self.sort_available_uncore_caches_with(&self.details.count_by(CpuInfo::uncore_cache))
-    }
-
-    /// [`Self::sort_available_uncore_caches`] with the free CPUs per cache already counted.
-    fn sort_available_uncore_caches_with(&self, free: &UnitCounts) -> Vec<u32> {
-        let free_in_uncore = |uncore: u32| free.get(uncore).unwrap_or(0);
-        let mut out = Vec::new();
-        for numa in self.sort_available_numa_nodes() {
-            extend_unique(
-                &mut out,
-                sort_by_free(
-                    self.details.uncore_caches_in_numa_nodes(&[numa]),
-                    free_in_uncore,
-                ),
-            );
-        }
-        out
+        self.ids(CORE, self.core_order())
     }
 
     /// The free CPUs in taking order (`freeCPUs`): core by core (packed) or socket by socket (spread).
     pub(crate) fn free_cpus(&self) -> Vec<u32> {
+        let (kind, order) = match self.strategy {
+            CpuSortingStrategy::Packed => (CORE, self.core_order()),
+            CpuSortingStrategy::Spread => (SOCKET, self.socket_order()),
+        };
         let mut out = Vec::new();
-        match self.strategy {
-            CpuSortingStrategy::Packed => {
-                let by_core = self.details.group_by(|info| info.core_id);
-                for core in self.sort_available_cores() {
-                    out.extend(by_core.get(&core).into_iter().flatten());
-                }
-            }
-            CpuSortingStrategy::Spread => {
-                let by_socket = self.details.group_by(|info| info.socket_id);
-                for socket in self.sort_available_sockets() {
-                    out.extend(by_socket.get(&socket).into_iter().flatten());
-                }
-            }
+        for u in order {
+            out.extend(
+                self.layout
+                    .cpus(kind, u as usize)
+                    .iter()
+                    .copied()
+                    .filter(|&cpu| self.is_free(cpu)),
+            );
         }
         out
     }
 
+    #[cfg(test)]
     pub(crate) fn free_numa_nodes(&self) -> Vec<u32> {
-        let free = self.details.count_by(|info| info.numa_node_id);
-        self.sort_available_numa_nodes()
-            .into_iter()
-            .filter(|&numa| free.get(numa) == Some(self.topo.numa_node_cpus(numa).len()))
-            .collect()
+        self.ids(NUMA, self.whole(NUMA, self.numa_order()))
     }
 
     // A socket or core is free when every CPU the machine has in it is
@@ -283,48 +402,39 @@ impl<'t> CpuAccumulator<'t> {
     // `takeFullCores` / `takeFullSockets` then hand out all its CPUs:
     // reserved ones and other containers' exclusive ones (kubernetes#140495,
     // fixed upstream by #140498). On even machines both agree.
+    #[cfg(test)]
     pub(crate) fn free_sockets(&self) -> Vec<u32> {
-        let free = self.details.count_by(|info| info.socket_id);
-        self.sort_available_sockets()
-            .into_iter()
-            .filter(|&socket| free.get(socket) == Some(self.topo.socket_cpus(socket).len()))
-            .collect()
+        self.ids(SOCKET, self.whole(SOCKET, self.socket_order()))
     }
 
+    #[cfg(test)]
     pub(crate) fn free_cores(&self) -> Vec<u32> {
-        let free = self.details.count_by(|info| info.core_id);
-        self.sort_available_cores_with(&free)
-            .into_iter()
-            .filter(|&core| free.get(core) == Some(self.topo.core_cpus(core).len()))
-            .collect()
+        self.ids(CORE, self.whole(CORE, self.core_order()))
     }
 
-    fn free_uncore_caches(&self) -> Vec<u32> {
-        let free = self.details.count_by(CpuInfo::uncore_cache);
-        self.sort_available_uncore_caches_with(&free)
-            .into_iter()
-            .filter(|&uncore| free.get(uncore) == Some(self.topo.uncore_cache_cpus(uncore).len()))
-            .collect()
+    /// Take every whole unit of `units` (of `kind`) that the request still needs entirely.
+    fn take_whole(&mut self, kind: usize, units: Vec<u32>) {
+        let layout = self.layout;
+        for u in units {
+            // Every unit has a CPU, so once satisfied nothing more is taken.
+            if self.is_satisfied() {
+                return;
+            }
+            let cpus = layout.cpus(kind, u as usize);
+            if self.needs_at_least(cpus.len()) {
+                self.take(&CpuSet::from_vec(cpus.to_vec()));
+            }
+        }
     }
 
     fn take_full_numa_nodes(&mut self) {
-        let topo = self.topo;
-        for numa in self.free_numa_nodes() {
-            let cpus = topo.numa_node_cpus(numa);
-            if self.needs_at_least(cpus.len()) {
-                self.take(&CpuSet::from_vec(cpus.to_vec()));
-            }
-        }
+        let units = self.whole(NUMA, self.numa_order());
+        self.take_whole(NUMA, units);
     }
 
     fn take_full_sockets(&mut self) {
-        let topo = self.topo;
-        for socket in self.free_sockets() {
-            let cpus = topo.socket_cpus(socket);
-            if self.needs_at_least(cpus.len()) {
-                self.take(&CpuSet::from_vec(cpus.to_vec()));
-            }
-        }
+        let units = self.whole(SOCKET, self.socket_order());
+        self.take_whole(SOCKET, units);
     }
 
     fn take_full_first_level(&mut self) {
@@ -344,23 +454,37 @@ impl<'t> CpuAccumulator<'t> {
     }
 
     fn take_full_uncore_caches(&mut self) {
-        let topo = self.topo;
-        for uncore in self.free_uncore_caches() {
-            let cpus = topo.uncore_cache_cpus(uncore);
-            if self.needs_at_least(cpus.len()) {
-                self.take(&CpuSet::from_vec(cpus.to_vec()));
-            }
-        }
+        let units = self.whole(UNCORE, self.uncore_order());
+        self.take_whole(UNCORE, units);
     }
 
-    /// Take the whole request from one uncore cache when its lowest free cores fit it exactly.
+    /// Take the whole request from one uncore cache (by index) when its lowest free cores fit it exactly.
     fn take_partial_uncore_cache(&mut self, uncore: u32) {
+        let layout = self.layout;
         let per_core = self.topo.cpus_per_core().max(1);
         let needed = usize::try_from(self.needed).unwrap_or(0);
-        let cores = self
-            .details
-            .cores_needed_in_uncore_cache(needed.div_ceil(per_core), uncore);
-        let mut cpus = self.details.cpus_in_cores(&cores);
+        // The lowest cores with a free CPU in the cache (`CoresNeededInUncoreCache`).
+        let mut cores: Vec<u32> = layout
+            .cpus(UNCORE, uncore as usize)
+            .iter()
+            .filter_map(|&cpu| layout.index(cpu).filter(|&i| self.free[i]))
+            .map(|i| layout.units(i)[CORE])
+            .collect();
+        cores.sort_unstable();
+        cores.dedup();
+        cores.truncate(needed.div_ceil(per_core));
+        // All their free CPUs, in the cache or not (`CPUsInCores`).
+        let mut ids = Vec::new();
+        for core in cores {
+            ids.extend(
+                layout
+                    .cpus(CORE, core as usize)
+                    .iter()
+                    .copied()
+                    .filter(|&cpu| self.is_free(cpu)),
+            );
+        }
+        let mut cpus = CpuSet::from_vec(ids);
         if !needed.is_multiple_of(2) && per_core > 1 && cpus.len() > needed {
             // An odd request needs one thread of the last core: drop its highest CPU.
             let mut ids = cpus.as_slice().to_vec();
@@ -374,7 +498,7 @@ impl<'t> CpuAccumulator<'t> {
 
     fn take_uncore_caches(&mut self) {
         let per_uncore = self.topo.cpus_per_uncore_cache();
-        for uncore in self.sort_available_uncore_caches() {
+        for uncore in self.uncore_order() {
             if self.needs_at_least(per_uncore) {
                 self.take_full_uncore_caches();
             }
@@ -389,11 +513,43 @@ impl<'t> CpuAccumulator<'t> {
     }
 
     fn take_full_cores(&mut self) {
-        let topo = self.topo;
-        for core in self.free_cores() {
-            let cpus = topo.core_cpus(core);
-            if self.needs_at_least(cpus.len()) {
-                self.take(&CpuSet::from_vec(cpus.to_vec()));
+        // `whole(core_order())` one parent at a time, stopping once satisfied:
+        // a core sits in one socket and one NUMA node, so taking the cores of
+        // one parent leaves the next parent's cores (their counts, their
+        // order, whether they are whole) as they were when the order began.
+        let layout = self.layout;
+        let parents = if self.numa_first {
+            self.socket_order()
+        } else {
+            self.numa_order()
+        };
+        let mut keys: Vec<u64> = Vec::new();
+        for parent in parents {
+            let cores = if self.numa_first {
+                layout.cores_in_socket(parent as usize)
+            } else {
+                layout.cores_in_numa(parent as usize)
+            };
+            let counts = &self.counts[CORE];
+            keys.clear();
+            keys.extend(
+                cores
+                    .iter()
+                    .filter(|&&c| counts[c as usize] > 0)
+                    .map(|&c| free_key(counts[c as usize], c)),
+            );
+            sort_by_free(&mut keys);
+            for &key in &keys {
+                let core = key as u32;
+                let cpus = layout.cpus(CORE, core as usize);
+                if self.counts[CORE][core as usize] as usize == cpus.len()
+                    && self.needs_at_least(cpus.len())
+                {
+                    self.take(&CpuSet::from_vec(cpus.to_vec()));
+                }
+                if self.is_satisfied() {
+                    return;
+                }
             }
         }
     }
@@ -410,7 +566,7 @@ impl<'t> CpuAccumulator<'t> {
     /// Fewest and most NUMA nodes that could hold the request in groups of `group` CPUs.
     fn range_numa_nodes_needed(&self, group: usize) -> (usize, usize) {
         let num_numa_nodes = self.topo.num_numa_nodes().max(1);
-        let available_numa_nodes = self.details.numa_nodes().len();
+        let available_numa_nodes = self.counts[NUMA].iter().filter(|&&free| free > 0).count();
         let num_cpus = self.topo.num_cpus().max(1);
         let groups = (num_cpus - 1) / group + 1;
         let groups_per_numa = (groups - 1) / num_numa_nodes + 1;
@@ -479,6 +635,10 @@ pub fn take_by_topology_numa_packed(
     strategy: CpuSortingStrategy,
     prefer_align_by_uncore_cache: bool,
 ) -> Result<CpuSet, CpuAssignmentError> {
+    if num_cpus == 0 {
+        // Satisfied before anything is counted (`allocateCPUs` asks for 0 after an aligned take).
+        return Ok(CpuSet::new());
+    }
     let mut acc = CpuAccumulator::new(topo, available, num_cpus, strategy);
     if acc.is_satisfied() {
         return Ok(acc.result);
@@ -690,7 +850,7 @@ fn allocate_plan(
 ) -> Result<CpuSet, CpuAssignmentError> {
     let distribution = (num_cpus / plan.combo.len() / group) * group;
     for &numa in &plan.combo {
-        let in_numa = acc.details.cpus_in_numa_nodes(&[numa]);
+        let in_numa = acc.free_cpus_in_numa(numa);
         // Upstream ignores a failure here; the accounting check below reports it.
         let cpus = take_by_topology_numa_packed(topo, &in_numa, distribution, strategy, false)
             .unwrap_or_default();
@@ -703,7 +863,7 @@ fn allocate_plan(
             if remainder == 0 {
                 break;
             }
-            let in_numa = acc.details.cpus_in_numa_nodes(&[numa]);
+            let in_numa = acc.free_cpus_in_numa(numa);
             if in_numa.len() < group {
                 continue;
             }
@@ -728,6 +888,12 @@ fn allocate_plan(
     }
     Ok(acc.result.clone())
 }
+
+#[cfg(test)]
+mod reference;
+
+#[cfg(test)]
+mod equivalence;
 
 #[cfg(test)]
 mod tests {

@@ -144,21 +144,18 @@ impl StaticPolicy {
         request: usize,
     ) -> Vec<TopologyHint> {
         let topology = self.topology();
-        let details = topology.details();
-        let numa_nodes: Vec<usize> = details
-            .numa_nodes()
-            .into_iter()
-            .map(|id| id as usize)
-            .collect();
-        // Per NUMA node: all CPUs, available CPUs; and where the reusable CPUs are.
-        let mut total: BTreeMap<usize, usize> = BTreeMap::new();
-        for (_, info) in details.iter() {
-            *total.entry(info.numa_node_id as usize).or_default() += 1;
+        let numa_ids = topology.numa_node_ids();
+        let numa_nodes: Vec<usize> = numa_ids.iter().map(|&id| id as usize).collect();
+        // Per NUMA node id (at most 63 in a CPU topology): all CPUs, available
+        // CPUs; and where the reusable CPUs are.
+        let mut total = [0usize; 64];
+        for &id in numa_ids {
+            total[id as usize] = topology.numa_node_cpus(id).len();
         }
-        let mut free: BTreeMap<usize, usize> = BTreeMap::new();
+        let mut free = [0usize; 64];
         for cpu in available.iter() {
             if let Some(node) = topology.cpu_numa_node_id(cpu) {
-                *free.entry(node as usize).or_default() += 1;
+                free[node as usize] += 1;
             }
         }
         // A reusable CPU the topology does not know fits no mask.
@@ -166,11 +163,14 @@ impl StaticPolicy {
             .iter()
             .map(|cpu| topology.cpu_numa_node_id(cpu).map(|id| id as usize))
             .collect();
-        let sum = |counts: &BTreeMap<usize, usize>, mask: BitMask| -> usize {
-            mask.bits()
-                .iter()
-                .map(|node| counts.get(node).copied().unwrap_or(0))
-                .sum()
+        let sum = |counts: &[usize; 64], mask: BitMask| -> usize {
+            let mut bits = mask.raw();
+            let mut sum = 0usize;
+            while bits != 0 {
+                sum += counts[bits.trailing_zeros() as usize];
+                bits &= bits - 1;
+            }
+            sum
         };
         let mut min_affinity_size = numa_nodes.len();
         let mut hints: Vec<TopologyHint> = Vec::new();

@@ -165,8 +165,8 @@ impl StaticPolicy {
                 .topology
                 .cpu_core_id(cpu)
                 .ok_or(CpuManagerError::UnknownReservedCpu { cpu })?;
-            reserved_physical =
-                reserved_physical.union(&policy.topology.details().cpus_in_cores(&[core]));
+            let siblings = CpuSet::from_vec(policy.topology.core_cpus(core).to_vec());
+            reserved_physical = reserved_physical.union(&siblings);
         }
         policy.reserved = reserved;
         policy.reserved_physical = reserved_physical;
@@ -342,12 +342,12 @@ impl StaticPolicy {
 
     /// The allocatable CPUs inside the NUMA nodes of `mask` (their sockets with `align-by-socket`).
     fn aligned_cpus(&self, mask: u64, allocatable: &CpuSet) -> CpuSet {
-        let details = self.topology.details();
-        let numa_nodes = mask_bits(mask);
         let unit = if self.options.align_by_socket {
-            details.cpus_in_sockets(&details.sockets_in_numa_nodes(&numa_nodes))
+            let details = self.topology.details();
+            details.cpus_in_sockets(&details.sockets_in_numa_nodes(&mask_bits(mask)))
         } else {
-            details.cpus_in_numa_nodes(&numa_nodes)
+            // The NUMA nodes' CPU lists, instead of a scan of every CPU.
+            self.topology.cpus_in_numa_mask(mask)
         };
         allocatable.intersection(&unit)
     }
