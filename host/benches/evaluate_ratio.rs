@@ -1,12 +1,17 @@
 //! Issue 9's evaluation targets, measured so that a ratio compares like with
-//! like: native, warm-instance and fresh-instance evaluations of the same
-//! defaulted pod take turns within every iteration, and each figure is a
-//! median. Criterion times each case in its own window; on this 2-vCPU VM
-//! a busy sibling vCPU moves single-thread times by a third between
-//! windows, which is larger than the ratios being checked.
+//! like. Criterion times each case in its own window of seconds; on this
+//! 2-vCPU VM single-thread times drift by a third between such windows,
+//! more than the ratios being checked. Here native, warm-instance and
+//! fresh-instance evaluations of the same defaulted pod take turns in
+//! rounds of a few milliseconds: per round and case, one untimed call (so
+//! each side runs with its own code and data in cache, as in a loop), then
+//! a timed block of [`BLOCK`] calls. Each figure is the median over rounds
+//! of the per-call mean of a block. (Alternating single calls instead
+//! favours the component: each call then starts with caches the other
+//! side evicted, which costs the smaller native working set more.)
 //!
-//! `cargo bench -p podpolicy --bench evaluate_ratio [-- ITERATIONS]`
-//! (default 2000). Pods and node as in `benches/policy.rs`.
+//! `cargo bench -p podpolicy --bench evaluate_ratio [-- ROUNDS]` (default
+//! 200). Pods and node as in `benches/policy.rs`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -24,6 +29,18 @@ use common::{defaulted_pod, node};
 const WARM_RATIO_TARGET: f64 = 3.0;
 /// Issue 9: a fresh pooled instance plus evaluation of the 3-container pod.
 const FRESH_TARGET: Duration = Duration::from_micros(20);
+/// Timed calls per case and round.
+const BLOCK: u32 = 16;
+
+/// Per-call mean of a timed block of `f`, after one untimed call.
+fn block(mut f: impl FnMut()) -> Duration {
+    f();
+    let start = Instant::now();
+    for _ in 0..BLOCK {
+        f();
+    }
+    start.elapsed() / BLOCK
+}
 
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
@@ -35,17 +52,17 @@ fn micros(d: Duration) -> f64 {
 }
 
 fn main() {
-    let iterations: usize = std::env::args()
+    let rounds: usize = std::env::args()
         .skip(1)
         .find(|a| !a.starts_with('-'))
-        .map_or(2000, |n| n.parse().expect("ITERATIONS is a number"));
+        .map_or(200, |n| n.parse().expect("ROUNDS is a number"));
     let policy = PolicyRuntime::from_bytes(EMBEDDED_POLICY, &Cache::Off, Limits::default())
         .expect("the policy loads");
     let node = node();
     let native_node = to_native(&node);
     let mut warm = policy.warm().expect("a warm instance");
 
-    println!("evaluate, interleaved per iteration, medians of {iterations} runs each");
+    println!("evaluate, cases interleaved in blocks of {BLOCK} calls, medians of {rounds} rounds");
     println!(
         "{:<14} {:>10} {:>10} {:>10} {:>12} {:>12}",
         "pod", "native", "warm", "fresh", "warm/native", "fresh/native"
@@ -61,24 +78,25 @@ fn main() {
         assert_eq!(format!("{component:?}"), format!("{native:?}"));
 
         let (mut native, mut warm_times, mut fresh) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..iterations {
-            let start = Instant::now();
-            black_box(policy_wasm::evaluate::evaluate(
-                black_box(&native_pod),
-                &native_node,
-            ))
-            .expect("evaluates");
-            native.push(start.elapsed());
-            let start = Instant::now();
-            black_box(
-                warm.call(|p, s| p.call_evaluate(s, black_box(&pod), &node))
-                    .expect("call"),
-            )
-            .expect("evaluates");
-            warm_times.push(start.elapsed());
-            let start = Instant::now();
-            black_box(policy.evaluate(black_box(&pod), &node).expect("call")).expect("evaluates");
-            fresh.push(start.elapsed());
+        for _ in 0..rounds {
+            native.push(block(|| {
+                black_box(policy_wasm::evaluate::evaluate(
+                    black_box(&native_pod),
+                    &native_node,
+                ))
+                .expect("evaluates");
+            }));
+            warm_times.push(block(|| {
+                black_box(
+                    warm.call(|p, s| p.call_evaluate(s, black_box(&pod), &node))
+                        .expect("call"),
+                )
+                .expect("evaluates");
+            }));
+            fresh.push(block(|| {
+                black_box(policy.evaluate(black_box(&pod), &node).expect("call"))
+                    .expect("evaluates");
+            }));
         }
         let (native, warm_time, fresh) = (median(native), median(warm_times), median(fresh));
         let ratio = |d: Duration| d.as_secs_f64() / native.as_secs_f64();
