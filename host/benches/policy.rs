@@ -24,7 +24,7 @@ mod convert;
 use convert::to_native;
 
 mod common;
-use common::{defaulted_pod, node};
+use common::{agreed_pod, defaulted_pod, node};
 
 fn cache_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-policy-cache")
@@ -40,15 +40,8 @@ fn evaluate(c: &mut Criterion) {
     let native_node = to_native(&node);
     let mut warm = policy.warm().expect("a warm instance");
     for count in [3, 20] {
-        let (_, pod) = defaulted_pod(&policy, &node, count);
-        let native_pod = to_native(&pod);
         // Both sides agree before they are timed.
-        let component = policy
-            .evaluate(&pod, &node)
-            .expect("call")
-            .expect("evaluates");
-        let native = policy_wasm::evaluate::evaluate(&native_pod, &native_node).expect("evaluates");
-        assert_eq!(format!("{component:?}"), format!("{native:?}"));
+        let (pod, native_pod) = agreed_pod(&policy, &node, count);
 
         let mut group = c.benchmark_group(format!("evaluate/{count} containers"));
         group.bench_function("native", |b| {

@@ -256,12 +256,7 @@ impl Quantity {
             mantissa /= 1000;
             exponent += 3;
         }
-        match (self.format, si_suffix(exponent)) {
-            (Format::DecimalExponent, _) | (_, None) if exponent != 0 => {
-                format!("{mantissa}e{exponent}")
-            }
-            (_, suffix) => with_suffix(mantissa, suffix.unwrap_or("")),
-        }
+        decimal_text(self.format, mantissa, exponent)
     }
 
     /// [`Quantity::to_canonical_string`] for a fraction whose nano count
@@ -273,12 +268,7 @@ impl Quantity {
             mantissa /= 1000;
             exponent += 3;
         }
-        match (self.format, si_suffix(exponent)) {
-            (Format::DecimalExponent, _) | (_, None) if exponent != 0 => {
-                format!("{mantissa}e{exponent}")
-            }
-            (_, suffix) => format!("{mantissa}{}", suffix.unwrap_or("")),
-        }
+        decimal_text(self.format, mantissa, exponent)
     }
 
     fn checked(self, op: ArithmeticOp, other: Quantity) -> Result<Quantity, QuantityError> {
@@ -435,8 +425,23 @@ fn si_suffix(exponent: i32) -> Option<&'static str> {
     }
 }
 
+/// `mantissa * 10^exponent` as upstream prints it: with the SI suffix of
+/// the exponent, unless the format asks for `e<n>` or no suffix fits.
+fn decimal_text(
+    format: Format,
+    mantissa: impl itoa::Integer + fmt::Display,
+    exponent: i32,
+) -> String {
+    match (format, si_suffix(exponent)) {
+        (Format::DecimalExponent, _) | (_, None) if exponent != 0 => {
+            format!("{mantissa}e{exponent}")
+        }
+        (_, suffix) => with_suffix(mantissa, suffix.unwrap_or("")),
+    }
+}
+
 /// `mantissa` in decimal followed by `suffix`, without the `fmt` machinery.
-fn with_suffix(mantissa: i64, suffix: &str) -> String {
+fn with_suffix(mantissa: impl itoa::Integer, suffix: &str) -> String {
     let mut buffer = itoa::Buffer::new();
     let digits = buffer.format(mantissa);
     let mut out = String::with_capacity(digits.len() + suffix.len());

@@ -1,4 +1,6 @@
 //! The pods and node the policy benchmarks share (`policy`, `evaluate_ratio`).
+//! Each bench that includes this module also includes `fuzz/src/convert.rs`
+//! as `convert`.
 
 use std::path::{Path, PathBuf};
 
@@ -59,4 +61,23 @@ pub fn defaulted_pod(policy: &PolicyRuntime, node: &NodeSettings, count: usize) 
         .expect("call")
         .expect("defaults");
     (pod, defaulted.pod)
+}
+
+/// The defaulted `count`-container pod for the component and natively,
+/// after checking that both evaluate it to the same answer.
+pub fn agreed_pod(
+    policy: &PolicyRuntime,
+    node: &NodeSettings,
+    count: usize,
+) -> (Pod, policy_wasm::wit::Pod) {
+    let (_, pod) = defaulted_pod(policy, node, count);
+    let native_pod = crate::convert::to_native(&pod);
+    let component = policy
+        .evaluate(&pod, node)
+        .expect("call")
+        .expect("evaluates");
+    let native_node = crate::convert::to_native(node);
+    let native = policy_wasm::evaluate::evaluate(&native_pod, &native_node).expect("evaluates");
+    assert_eq!(format!("{component:?}"), format!("{native:?}"));
+    (pod, native_pod)
 }

@@ -13,22 +13,23 @@ use crate::cpu_topology::{CpuInfo, CpuTopology};
 use crate::cpuset::CpuSet;
 use crate::features::FeatureGates;
 
-/// xorshift64*: deterministic, good enough to vary inputs.
-struct Rng(u64);
+/// xorshift64*: deterministic, good enough to vary inputs (also used by
+/// `cpu_assignment`'s equivalence test).
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         if n == 0 { 0 } else { self.next() % n }
     }
 
-    fn chance(&mut self, percent: u64) -> bool {
+    pub(crate) fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
     }
 }

@@ -6,27 +6,8 @@
 
 use super::reference;
 use super::*;
+use crate::cpu_manager::properties::Rng;
 use crate::cpu_topology::{CpuInfo, CpuTopology, CpuTopologyError};
-
-/// xorshift64*: a fixed-seed generator, so failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next() % n }
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 /// A machine of one of several shapes: regular ones numbered like Linux
 /// (threads of a core `num_cores` apart) or core by core, NUMA nodes per
