@@ -218,15 +218,7 @@ fn main() {
             os_name: None,
             restart_policy: None,
         },
-        status: guest::PodStatus {
-            qos_class: None,
-            resources: None,
-            allocated_resources: None,
-            container_statuses: Vec::new(),
-            init_container_statuses: Vec::new(),
-            conditions: Vec::new(),
-            node_allocatable_claim_statuses: Vec::new(),
-        },
+        status: guest::PodStatus::default(),
     };
 
     let empty = guest::ManagerState {

@@ -73,15 +73,7 @@ fn main() {
             os_name: None,
             restart_policy: None,
         },
-        status: PodStatus {
-            qos_class: None,
-            resources: None,
-            allocated_resources: None,
-            container_statuses: Vec::new(),
-            init_container_statuses: Vec::new(),
-            conditions: Vec::new(),
-            node_allocatable_claim_statuses: Vec::new(),
-        },
+        status: PodStatus::default(),
     };
     let mut node = policy_wasm::node::default_settings();
     node.name = "kep-node".into();

@@ -520,6 +520,21 @@ pub fn add_into(map: &mut ResourceMap, name: &str, q: Quantity) {
     }
 }
 
+/// No status: a pod as it is first submitted.
+impl Default for wit::PodStatus {
+    fn default() -> Self {
+        wit::PodStatus {
+            qos_class: None,
+            resources: None,
+            allocated_resources: None,
+            container_statuses: Vec::new(),
+            init_container_statuses: Vec::new(),
+            conditions: Vec::new(),
+            node_allocatable_claim_statuses: Vec::new(),
+        }
+    }
+}
+
 /// Convert a parsed map back to WIT amounts.
 pub fn to_amounts(map: &ResourceMap) -> Vec<wit::ResourceAmount> {
     map.iter()
@@ -561,14 +576,6 @@ pub(crate) fn bare_pod(name: &str, containers: Vec<wit::Container>) -> wit::Pod 
             os_name: None,
             restart_policy: None,
         },
-        status: wit::PodStatus {
-            qos_class: None,
-            resources: None,
-            allocated_resources: None,
-            container_statuses: Vec::new(),
-            init_container_statuses: Vec::new(),
-            conditions: Vec::new(),
-            node_allocatable_claim_statuses: Vec::new(),
-        },
+        status: wit::PodStatus::default(),
     }
 }
