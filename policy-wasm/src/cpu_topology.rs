@@ -828,7 +828,14 @@ impl Layout {
 
 /// The NUMA node ids set in a bitmask, ascending (`BitMask.GetBits`).
 pub fn mask_bits(mask: u64) -> Vec<u32> {
-    (0..64u32).filter(|bit| mask & (1u64 << bit) != 0).collect()
+    // Only the set bits, lowest first: clear each one after reading it.
+    let mut rest = mask;
+    let mut bits = Vec::with_capacity(rest.count_ones() as usize);
+    while rest != 0 {
+        bits.push(rest.trailing_zeros());
+        rest &= rest - 1;
+    }
+    bits
 }
 
 #[cfg(test)]

@@ -147,14 +147,7 @@ fn decode_hint(
 }
 
 fn mask_ids(mask: BitMask) -> Vec<u32> {
-    // The set bits, ascending, without BitMask::bits' scan of all 64 bits.
-    let mut bits = mask.raw();
-    let mut ids = Vec::with_capacity(mask.count());
-    while bits != 0 {
-        ids.push(bits.trailing_zeros());
-        bits &= bits - 1;
-    }
-    ids
+    crate::cpu_topology::mask_bits(mask.raw())
 }
 
 /// A native hint as a WIT hint.

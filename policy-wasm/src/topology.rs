@@ -138,7 +138,10 @@ impl BitMask {
 
     /// The set bits in ascending order (`GetBits`).
     pub fn bits(self) -> Vec<usize> {
-        (0..MASK_BITS).filter(|&bit| self.is_set(bit)).collect()
+        crate::cpu_topology::mask_bits(self.raw())
+            .into_iter()
+            .map(|bit| bit as usize)
+            .collect()
     }
 
     /// Fewer bits wins; with equal counts the numerically smaller mask (more
