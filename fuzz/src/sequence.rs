@@ -1058,6 +1058,26 @@ pub fn allocation(case: &AllocCase) {
             return;
         }
     };
+    // The policy functions start without reserved CPUs, but the kubelet's
+    // NewManager (and so admission) refuses a static policy that reserves
+    // none: exclusive allocations could drain the shared pool.
+    if setup.facts.cpu_static && setup.facts.reserved_count == 0 {
+        for (i, op) in case.ops.iter().enumerate().take(2) {
+            if let Op::Admit(g) = op {
+                let pod = g.build(&format!("pod-{i}"));
+                if !valid(&setup, &pod) {
+                    continue;
+                }
+                let errors = native_admit(&setup, &pod, &start)
+                    .expect_err("admitted on a static policy without reserved CPUs");
+                assert!(
+                    errors.iter().any(|e| e.field == "systemReserved[cpu]"),
+                    "{errors:?}"
+                );
+            }
+        }
+        return;
+    }
     trace("topology", &setup.topology);
     trace("node", &setup.node);
     trace("start", &start);

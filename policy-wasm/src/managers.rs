@@ -378,6 +378,9 @@ struct Config {
     cpu_static: bool,
     cpu_options: Vec<(String, String)>,
     num_reserved_cpus: usize,
+    /// Whether `kubeReserved`, `systemReserved` or `reservedSystemCPUs`
+    /// names CPU at all (the kubelet's reservation map has a `cpu` key).
+    cpu_reservation_given: bool,
     reserved_cpus: CpuSet,
     reserved_cpus_given: bool,
     memory_static: bool,
@@ -481,6 +484,9 @@ fn decode_config(node: &wit::NodeSettings) -> Result<Config> {
         .iter()
         .filter_map(|map| map.get("cpu"))
         .fold(0i64, |sum, q| sum.saturating_add(q.milli_value().max(0)));
+    let cpu_reservation_given = !reserved_cpus.is_empty()
+        || node_config.kube_reserved.contains_key("cpu")
+        || node_config.system_reserved.contains_key("cpu");
     let num_reserved_cpus = if reserved_millis > 0 {
         usize::try_from(reserved_millis.saturating_add(999) / 1000).unwrap_or(usize::MAX)
     } else {
@@ -491,6 +497,7 @@ fn decode_config(node: &wit::NodeSettings) -> Result<Config> {
         cpu_static,
         cpu_options,
         num_reserved_cpus,
+        cpu_reservation_given,
         reserved_cpus_given: !reserved_cpus.is_empty(),
         reserved_cpus,
         memory_static,
@@ -628,6 +635,38 @@ fn memory_policy(
             ConfigError::new("NewPolicyStatic", field, err.to_string())
         })?;
     Ok(MemoryPolicy { default_machine })
+}
+
+/// `NewManager`'s check before it builds the static CPU policy: a zero
+/// reservation would let exclusive allocations drain the shared pool, which
+/// containers without exclusive CPUs still need. The policy functions behind
+/// `manager-operation` accept zero, as upstream's `NewStaticPolicy` does.
+fn static_reservation(cfg: &Config) -> std::result::Result<(), ConfigError> {
+    if !cfg.cpu_static {
+        return Ok(());
+    }
+    if !cfg.cpu_reservation_given {
+        return Err(ConfigError::new(
+            "NewManager",
+            "systemReserved[cpu]",
+            "[cpumanager] unable to determine reserved CPU resources for static policy",
+        ));
+    }
+    if cfg.num_reserved_cpus == 0 {
+        return Err(ConfigError::new(
+            "NewManager",
+            "systemReserved[cpu]",
+            "[cpumanager] the static policy requires systemreserved.cpu + kubereserved.cpu to be greater than zero",
+        ));
+    }
+    Ok(())
+}
+
+/// The managers of a node, as the kubelet's `NewManager`s build them for
+/// `admit` and `release`; a configuration they refuse is a field error.
+fn node_managers(cfg: &Config, machine: &Machine) -> Result<Managers> {
+    static_reservation(cfg).map_err(|e| vec![e.field_error()])?;
+    managers(cfg, machine)?.map_err(|e| vec![e.field_error()])
 }
 
 /// The configured managers.
@@ -1555,7 +1594,7 @@ pub fn admit(
     let (Some(inputs), Some(managed), true) = (inputs, managed, errors.is_empty()) else {
         return Err(errors);
     };
-    let managers = managers(&inputs.cfg, &inputs.machine)?.map_err(|e| vec![e.field_error()])?;
+    let managers = node_managers(&inputs.cfg, &inputs.machine)?;
     let started = start(&managers, &inputs.states).map_err(|e| vec![e.field_error()])?;
     let mut admitting = Admitting {
         managers: &managers,
@@ -1606,7 +1645,7 @@ pub fn release(
     let (Some(inputs), true) = (inputs, errors.is_empty()) else {
         return Err(errors);
     };
-    let managers = managers(&inputs.cfg, &inputs.machine)?.map_err(|e| vec![e.field_error()])?;
+    let managers = node_managers(&inputs.cfg, &inputs.machine)?;
     let mut states = inputs.states;
     if let Some(policy) = &managers.cpu {
         states.cpu = policy.remove_container(&states.cpu, pod_uid, container, &managers.gates);
@@ -2255,6 +2294,42 @@ mod tests {
         ] {
             assert!(fields.contains(want), "no error at {want}: {fields:?}");
         }
+    }
+
+    #[test]
+    fn static_policy_needs_a_cpu_reservation() {
+        // Upstream NewManager refuses both: with nothing reserved, exclusive
+        // allocations could take the last shared CPU (a fuzz finding).
+        let p = pod("p", None, vec![container("c", None)]);
+        let refusal = |settings: &wit::NodeSettings| {
+            let errors = admit(&p, &topology(), &empty_state(), settings).unwrap_err();
+            assert_eq!(errors.len(), 1, "{errors:?}");
+            assert_eq!(errors[0].field, "systemReserved[cpu]");
+            errors[0].message.clone()
+        };
+        let mut absent = node("pod");
+        absent.system_reserved.clear();
+        assert_eq!(
+            refusal(&absent),
+            "[cpumanager] unable to determine reserved CPU resources for static policy"
+        );
+        let mut zero = node("pod");
+        zero.system_reserved = list(&[("cpu", "0")]);
+        zero.kube_reserved = list(&[("cpu", "0m")]);
+        assert!(refusal(&zero).contains("requires systemreserved.cpu + kubereserved.cpu"));
+        // reservedSystemCPUs alone counts as a reservation (the kubelet
+        // writes its size into systemReserved[cpu]).
+        let mut by_set = absent.clone();
+        by_set.reserved_system_cpus = Some("0".into());
+        assert!(admit(&p, &topology(), &empty_state(), &by_set).is_ok());
+        // The policy function itself still takes zero, as upstream's does.
+        let out = manager_operation(
+            &wit::ManagerRequest::Start(empty_state()),
+            &topology(),
+            &zero,
+        );
+        let out = out.unwrap();
+        assert!(out.is_ok(), "{out:?}");
     }
 
     #[test]

@@ -161,3 +161,83 @@ fn strict_reservation_keeps_a_shared_pool() {
         assert_ne!(a.assignment.node_shared_pool, "");
     }
 }
+
+/// Finding (allocation target): with a static CPU policy and no CPU reserved
+/// at all (no `kubeReserved`/`systemReserved` cpu, no `reservedSystemCPUs`),
+/// exclusive allocations took every CPU of a 3-CPU machine; the default
+/// cpuset was then empty and the checkpoint no longer started. Upstream's
+/// `NewManager` refuses that configuration before any pod is admitted, and
+/// so does `admit` now (the policy functions behind `manager-operation`
+/// still start with zero reserved CPUs, as upstream's `NewStaticPolicy`).
+#[test]
+fn static_policy_without_reserved_cpus_is_refused() {
+    let topology = NodeTopology {
+        cpus: (0..3)
+            .map(|id| TopologyCpu {
+                id,
+                core_id: 0,
+                socket_id: 0,
+                numa_node: 0,
+                uncore_cache_id: None,
+            })
+            .collect(),
+        numa_nodes: vec![NumaNodeInfo {
+            id: 0,
+            memory_bytes: 16 << 30,
+            hugepages: Vec::<HugepagePool>::new(),
+            distances: vec![10],
+        }],
+    };
+    let node = NodeSettings {
+        cpu_manager_policy: Some("static".into()),
+        reserved_system_cpus: Some(String::new()),
+        ..empty_node()
+    };
+    let refused = |node: &NodeSettings| {
+        policy()
+            .admit(
+                &guaranteed("pod-0", 2),
+                &topology,
+                &empty_manager_state(),
+                node,
+            )
+            .expect("call")
+            .expect_err("admitted without reserved CPUs")
+    };
+    let errors = refused(&node);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].field, "systemReserved[cpu]");
+    assert!(
+        errors[0]
+            .message
+            .contains("unable to determine reserved CPU")
+    );
+    let zero = NodeSettings {
+        kube_reserved: vec![quantity("cpu", "0")],
+        ..node.clone()
+    };
+    let errors = refused(&zero);
+    assert_eq!(errors[0].field, "systemReserved[cpu]");
+    assert!(
+        errors[0].message.contains("greater than zero"),
+        "{errors:?}"
+    );
+    // One reserved CPU: the same two pods leave CPU 0 shared.
+    let one = NodeSettings {
+        kube_reserved: vec![quantity("cpu", "1")],
+        ..node
+    };
+    let first = admit(
+        &guaranteed("pod-0", 2),
+        &topology,
+        &empty_manager_state(),
+        &one,
+    );
+    assert!(first.rejection.is_none(), "{:?}", first.rejection);
+    let second = admit(&guaranteed("pod-1", 1), &topology, &first.state, &one);
+    assert!(
+        second.rejection.is_some(),
+        "the reserved CPU stays out of reach"
+    );
+    assert_eq!(first.state.cpu.default_cpuset, "0");
+}
