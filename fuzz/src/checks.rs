@@ -121,10 +121,16 @@ pub fn evaluate_native(case: &Case) {
 }
 
 /// The component, compiled once per process; a fresh instance per call.
+/// With fuel metering on (the host's default is the epoch deadline alone),
+/// so a budget error is the same on every replay of a finding.
 fn runtime() -> &'static PolicyRuntime {
     static RUNTIME: OnceLock<PolicyRuntime> = OnceLock::new();
     RUNTIME.get_or_init(|| {
-        PolicyRuntime::embedded(&Cache::Off, Limits::default()).expect("the embedded policy loads")
+        let limits = Limits {
+            fuel: Some(2_000_000_000),
+            ..Limits::default()
+        };
+        PolicyRuntime::embedded(&Cache::Off, limits).expect("the embedded policy loads")
     })
 }
 

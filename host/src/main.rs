@@ -31,9 +31,11 @@ struct Cli {
     /// Compile the policy every time instead of caching it.
     #[arg(long, global = true)]
     no_cache: bool,
-    /// Fuel (instruction budget) per policy call.
-    #[arg(long, global = true, default_value_t = Limits::default().fuel)]
-    fuel: u64,
+    /// Fuel (a deterministic instruction budget) per policy call; off by
+    /// default, since --timeout-ms bounds every call and metering costs
+    /// about a tenth of a call.
+    #[arg(long, global = true, value_name = "FUEL")]
+    fuel: Option<u64>,
     /// Wall-clock limit per policy call, in milliseconds.
     #[arg(long, global = true, default_value_t = Limits::default().deadline.as_millis() as u64)]
     timeout_ms: u64,

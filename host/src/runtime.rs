@@ -1,6 +1,7 @@
 //! The wasmtime side: one [`PolicyRuntime`] owns the engine, the compiled
 //! policy component and its `InstancePre`; every call gets a fresh store
-//! with a fuel budget, an epoch deadline and a memory cap, so a looping,
+//! with an epoch deadline, a memory cap and, when asked for, a fuel budget,
+//! so a looping,
 //! trapping or memory-hungry module costs one failed call and nothing else.
 //!
 //! Compiled components are cached on disk keyed by the module's SHA-256 and
@@ -43,8 +44,12 @@ const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// Per-call sandbox limits.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
-    /// Fuel per call (deterministic instruction budget).
-    pub fuel: u64,
+    /// Fuel per call (a deterministic instruction budget), or `None` for no
+    /// fuel metering. Off by default: metering every basic block cost about
+    /// a tenth of a warm evaluation (BENCHMARKS.md), and the epoch
+    /// `deadline` already bounds every call. Turn it on where a budget must
+    /// give the same answer on every run (fuzzing, reproducing a report).
+    pub fuel: Option<u64>,
     /// Wall-clock backstop per call.
     pub deadline: Duration,
     /// Linear memory cap per instance, in bytes.
@@ -54,7 +59,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            fuel: 2_000_000_000,
+            fuel: None,
             deadline: Duration::from_secs(2),
             memory_bytes: 64 << 20,
         }
@@ -101,7 +106,7 @@ pub struct PolicyRuntime {
 fn engine_config(limits: &Limits) -> Config {
     let mut config = Config::new();
     config.wasm_component_model(true);
-    config.consume_fuel(true);
+    config.consume_fuel(limits.fuel.is_some());
     config.epoch_interruption(true);
     let mut pooling = PoolingAllocationConfig::default();
     pooling
@@ -120,14 +125,17 @@ fn engine_config(limits: &Limits) -> Config {
     config
 }
 
-/// One engine per process and limits; the ticker thread lives as long as it.
+/// One engine per process and engine-level limits (memory cap, fuel on or
+/// off); the ticker thread lives as long as it.
 fn shared_engine(limits: &Limits) -> Result<Engine> {
-    static ENGINES: OnceLock<std::sync::Mutex<Vec<(usize, Engine)>>> = OnceLock::new();
+    type Key = (usize, bool);
+    static ENGINES: OnceLock<std::sync::Mutex<Vec<(Key, Engine)>>> = OnceLock::new();
+    let key = (limits.memory_bytes, limits.fuel.is_some());
     let engines = ENGINES.get_or_init(Default::default);
     let mut engines = engines
         .lock()
         .map_err(|_| anyhow!("engine registry poisoned"))?;
-    if let Some((_, engine)) = engines.iter().find(|(mem, _)| *mem == limits.memory_bytes) {
+    if let Some((_, engine)) = engines.iter().find(|(k, _)| *k == key) {
         return Ok(engine.clone());
     }
     let engine = Engine::new(&engine_config(limits))
@@ -143,7 +151,7 @@ fn shared_engine(limits: &Limits) -> Result<Engine> {
             }
         })
         .context("starting the epoch ticker thread")?;
-    engines.push((limits.memory_bytes, engine.clone()));
+    engines.push((key, engine.clone()));
     Ok(engine)
 }
 
@@ -317,7 +325,7 @@ fn describe_failure(error: wasmtime::Error, context: &str) -> anyhow::Error {
 
 /// One policy instance kept across calls, for callers that make many calls
 /// in a row and want to skip the per-call instantiation (benchmarks, batch
-/// jobs). Each call gets a full fuel budget and a fresh epoch deadline, but
+/// jobs). Each call gets a full fuel budget (when on) and a fresh epoch deadline, but
 /// the instance's linear memory carries over from call to call, and after a
 /// trap the instance refuses every further call: make a new one then.
 /// [`PolicyRuntime::call`] (a fresh instance per call) stays the default.
@@ -338,7 +346,7 @@ impl PolicyRuntime {
         })
     }
 
-    /// A fresh store with the memory cap, a full fuel budget and the epoch
+    /// A fresh store with the memory cap, a full fuel budget (when on) and the epoch
     /// deadline, and the policy instantiated in it.
     fn instance(&self) -> Result<(Store<CallState>, PodPolicy)> {
         let limits = StoreLimitsBuilder::new()
@@ -347,9 +355,11 @@ impl PolicyRuntime {
             .build();
         let mut store = Store::new(&self.engine, CallState { limits });
         store.limiter(|state| &mut state.limits);
-        store
-            .set_fuel(self.limits.fuel)
-            .map_err(|e| anyhow!("setting the fuel budget: {e:#}"))?;
+        if let Some(fuel) = self.limits.fuel {
+            store
+                .set_fuel(fuel)
+                .map_err(|e| anyhow!("setting the fuel budget: {e:#}"))?;
+        }
         store.set_epoch_deadline(self.deadline_ticks());
         let policy = self
             .pre
@@ -370,9 +380,11 @@ impl WarmPolicy<'_> {
         f: impl FnOnce(&PodPolicy, &mut Store<CallState>) -> wasmtime::Result<T>,
     ) -> Result<T> {
         let limits = self.runtime.limits;
-        self.store
-            .set_fuel(limits.fuel)
-            .map_err(|e| anyhow!("setting the fuel budget: {e:#}"))?;
+        if let Some(fuel) = limits.fuel {
+            self.store
+                .set_fuel(fuel)
+                .map_err(|e| anyhow!("setting the fuel budget: {e:#}"))?;
+        }
         self.store.set_epoch_deadline(self.runtime.deadline_ticks());
         f(&self.policy, &mut self.store).map_err(|e| describe_failure(e, "the policy call failed"))
     }

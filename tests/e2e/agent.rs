@@ -21,7 +21,7 @@ const NODE: &str = "fixtures/nodes/node-1000gi.yaml";
 /// Limits that stop a looping module quickly (a real call needs far less).
 fn tight_limits() -> Limits {
     Limits {
-        fuel: 200_000_000,
+        fuel: Some(200_000_000),
         deadline: Duration::from_millis(1_000),
         memory_bytes: 64 << 20,
     }
