@@ -53,6 +53,27 @@ fn admit(
         .unwrap_or_else(|errors| panic!("admit refused the input: {errors:?}"))
 }
 
+/// CPUs `0..count` on one socket and NUMA node (16 GiB), cores by `core_of`.
+fn one_socket(count: u32, core_of: impl Fn(u32) -> u32) -> NodeTopology {
+    NodeTopology {
+        cpus: (0..count)
+            .map(|id| TopologyCpu {
+                id,
+                core_id: core_of(id),
+                socket_id: 0,
+                numa_node: 0,
+                uncore_cache_id: None,
+            })
+            .collect(),
+        numa_nodes: vec![NumaNodeInfo {
+            id: 0,
+            memory_bytes: 16 << 30,
+            hugepages: Vec::<HugepagePool>::new(),
+            distances: vec![10],
+        }],
+    }
+}
+
 fn cpus(a: &Admission) -> CpuSet {
     let text = a.assignment.containers[0]
         .cpuset
@@ -72,23 +93,7 @@ fn cpus(a: &Admission) -> CpuSet {
 #[test]
 fn uneven_cores_never_give_a_cpu_twice() {
     // 4 cores x 2 threads, siblings n and n + 4; CPU 7 (core 3) offline.
-    let topology = NodeTopology {
-        cpus: (0..7)
-            .map(|id| TopologyCpu {
-                id,
-                core_id: id % 4,
-                socket_id: 0,
-                numa_node: 0,
-                uncore_cache_id: None,
-            })
-            .collect(),
-        numa_nodes: vec![NumaNodeInfo {
-            id: 0,
-            memory_bytes: 16 << 30,
-            hugepages: Vec::<HugepagePool>::new(),
-            distances: vec![10],
-        }],
-    };
+    let topology = one_socket(7, |id| id % 4);
     let node = NodeSettings {
         system_reserved: vec![quantity("cpu", "1")],
         cpu_manager_policy: Some("static".into()),
@@ -171,23 +176,7 @@ fn strict_reservation_keeps_a_shared_pool() {
 /// still start with zero reserved CPUs, as upstream's `NewStaticPolicy`).
 #[test]
 fn static_policy_without_reserved_cpus_is_refused() {
-    let topology = NodeTopology {
-        cpus: (0..3)
-            .map(|id| TopologyCpu {
-                id,
-                core_id: 0,
-                socket_id: 0,
-                numa_node: 0,
-                uncore_cache_id: None,
-            })
-            .collect(),
-        numa_nodes: vec![NumaNodeInfo {
-            id: 0,
-            memory_bytes: 16 << 30,
-            hugepages: Vec::<HugepagePool>::new(),
-            distances: vec![10],
-        }],
-    };
+    let topology = one_socket(3, |_| 0);
     let node = NodeSettings {
         cpu_manager_policy: Some("static".into()),
         reserved_system_cpus: Some(String::new()),
