@@ -92,8 +92,9 @@ pub enum CpuManagerError {
     UnableToReserve {
         /// The reserved CPUs found.
         reserved: CpuSet,
-        /// The number requested.
-        num_reserved_cpus: usize,
+        /// The number requested (64-bit like upstream's Go `int`, so the
+        /// message is the same natively and in wasm32).
+        num_reserved_cpus: u64,
     },
     /// A reserved CPU the topology does not have.
     UnknownReservedCpu {

@@ -377,7 +377,7 @@ struct Config {
     gates: FeatureGates,
     cpu_static: bool,
     cpu_options: Vec<(String, String)>,
-    num_reserved_cpus: usize,
+    num_reserved_cpus: u64,
     /// Whether `kubeReserved`, `systemReserved` or `reservedSystemCPUs`
     /// names CPU at all (the kubelet's reservation map has a `cpu` key).
     cpu_reservation_given: bool,
@@ -487,10 +487,12 @@ fn decode_config(node: &wit::NodeSettings) -> Result<Config> {
     let cpu_reservation_given = !reserved_cpus.is_empty()
         || node_config.kube_reserved.contains_key("cpu")
         || node_config.system_reserved.contains_key("cpu");
+    // u64, not usize: the count (and its error message) must not depend on
+    // the target's pointer width (a differential fuzz finding).
     let num_reserved_cpus = if reserved_millis > 0 {
-        usize::try_from(reserved_millis.saturating_add(999) / 1000).unwrap_or(usize::MAX)
+        reserved_millis.saturating_add(999).unsigned_abs() / 1000
     } else {
-        reserved_cpus.len()
+        reserved_cpus.len() as u64
     };
     Ok(Config {
         gates: node_config.gates,

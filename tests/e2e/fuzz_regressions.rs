@@ -230,3 +230,26 @@ fn static_policy_without_reserved_cpus_is_refused() {
     );
     assert_eq!(first.state.cpu.default_cpuset, "0");
 }
+
+/// Finding (differential target): the static CPU policy's reserved count
+/// was a `usize`, so an absurd `systemReserved[cpu]` saturated at 2^32 - 1
+/// in the wasm32 component and not natively, and the two gave different
+/// error messages. It is a 64-bit count now, like upstream's Go `int`.
+#[test]
+fn reserved_cpu_count_is_the_same_in_the_component() {
+    let topology = one_socket(4, |id| id);
+    let node = NodeSettings {
+        system_reserved: vec![quantity("cpu", "744073709552")],
+        cpu_manager_policy: Some("static".into()),
+        ..empty_node()
+    };
+    let errors = policy()
+        .release("pod", "app", &topology, &empty_manager_state(), &node)
+        .expect("call")
+        .expect_err("nothing can be reserved");
+    assert_eq!(errors[0].field, "systemReserved[cpu]");
+    assert!(
+        errors[0].message.ends_with("did not equal 744073709552)"),
+        "{errors:?}"
+    );
+}

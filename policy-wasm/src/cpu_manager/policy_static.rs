@@ -130,7 +130,7 @@ impl StaticPolicy {
     /// the topology manager policy name (`align-by-socket` excludes `single-numa-node`).
     pub fn new(
         topology: CpuTopology,
-        num_reserved_cpus: usize,
+        num_reserved_cpus: u64,
         reserved_cpus: &CpuSet,
         options: StaticPolicyOptions,
         topology_manager_policy: &str,
@@ -147,13 +147,15 @@ impl StaticPolicy {
         };
         let reserved = if reserved_cpus.is_empty() {
             // Upstream ignores the error here; the size check below reports it.
-            policy
-                .take_by_topology(&policy.topology.cpus(), num_reserved_cpus)
+            // (A count past usize, on wasm32, is more than any machine has.)
+            usize::try_from(num_reserved_cpus)
+                .ok()
+                .and_then(|n| policy.take_by_topology(&policy.topology.cpus(), n).ok())
                 .unwrap_or_default()
         } else {
             reserved_cpus.clone()
         };
-        if reserved.len() != num_reserved_cpus {
+        if reserved.len() as u64 != num_reserved_cpus {
             return Err(CpuManagerError::UnableToReserve {
                 reserved,
                 num_reserved_cpus,

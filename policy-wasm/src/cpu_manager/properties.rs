@@ -240,7 +240,7 @@ fn cpu_properties_allocate_then_remove_everything() {
             let num_reserved = usize::try_from(1 + rng.below(2)).expect("small");
             let policy = match StaticPolicy::new(
                 machine.clone(),
-                num_reserved,
+                num_reserved as u64,
                 &CpuSet::new(),
                 opts,
                 "best-effort",

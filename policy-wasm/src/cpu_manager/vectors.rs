@@ -225,7 +225,7 @@ fn policy(
     .expect("small");
     StaticPolicy::new(
         topology,
-        num_reserved,
+        num_reserved as u64,
         &cpuset(&input["reserved_cpus"]),
         opts,
         "none",
