@@ -576,6 +576,12 @@ impl<'a> Invariants<'a> {
 
     /// Every state invariant; `what` names the step.
     fn state(&mut self, s: &native::ManagerState, what: &str) {
+        // See `memory_regrouped`: upstream's checkpoint then no longer
+        // starts, and its per-group sums no longer add up.
+        if self.setup.facts.memory_static && memory_regrouped(s) {
+            self.regrouped_state(s, what);
+            return;
+        }
         let facts = &self.setup.facts;
         if facts.cpu_static {
             self.cpu_state(s, what);
@@ -608,6 +614,37 @@ impl<'a> Invariants<'a> {
                 "{what}: Start changed the state\nbefore: {s:?}\nafter:  {restarted:?}"
             );
         }
+    }
+
+    /// A regrouped memory state (upstream behaviour, FUZZING.md): the CPU
+    /// invariants and the per-node tables still hold, and `Start` either
+    /// refuses it with upstream's message or gives it back unchanged.
+    fn regrouped_state(&mut self, s: &native::ManagerState, what: &str) {
+        if self.setup.facts.cpu_static {
+            self.cpu_state(s, what);
+        }
+        for n in &s.memory.machine_state {
+            for t in &n.memory_map {
+                assert_eq!(
+                    t.reserved.checked_add(t.free),
+                    Some(t.allocatable),
+                    "{what}: node {} {t:?}",
+                    n.numa_node
+                );
+            }
+        }
+        let restarted = evaluate::manager_operation(
+            &native::ManagerRequest::Start(s.clone()),
+            &self.setup.native_topology,
+            &self.setup.native_node,
+        );
+        // Whether Start accepts it depends on which block it replays last.
+        let ok = match &restarted {
+            Ok(Err(e)) => e.message == REGROUPED_START,
+            Ok(Ok(native::ManagerResponse::State(again))) => render(again) == render(s),
+            _ => false,
+        };
+        assert!(ok, "{what}: Start on a regrouped state: {restarted:?}");
     }
 
     fn cpu_state(&mut self, s: &native::ManagerState, what: &str) {
@@ -1030,6 +1067,30 @@ fn trace<T: std::fmt::Debug>(what: &str, value: &T) {
     }
 }
 
+/// Upstream's `Start` refusal of a memory state whose groups disagree.
+const REGROUPED_START: &str =
+    "[memorymanager] the expected machine state is different from the real one";
+
+/// Whether a node's group names a partner that now groups alone. Upstream
+/// reaches this under `best-effort` (or `none`): `isAffinityViolatingNUMAAllocations`
+/// skips single-NUMA masks, so a merged single-node hint places a block on a
+/// node of a cross-NUMA group and `updateMachineState` regroups that node
+/// alone (FUZZING.md, "regroups a grouped node"). Kept as upstream does,
+/// like kubernetes#141196; modelled here so the target looks past it.
+fn memory_regrouped(s: &native::ManagerState) -> bool {
+    let cells: BTreeMap<u32, &[u32]> = s
+        .memory
+        .machine_state
+        .iter()
+        .map(|n| (n.numa_node, n.cells.as_slice()))
+        .collect();
+    cells.iter().any(|(id, group)| {
+        group
+            .iter()
+            .any(|other| other != id && cells.get(other) == Some(&std::slice::from_ref(other)))
+    })
+}
+
 /// `allocation`: the sequence natively, with every invariant after every step.
 pub fn allocation(case: &AllocCase) {
     let setup = Setup::new(case);
@@ -1095,6 +1156,7 @@ pub fn allocation(case: &AllocCase) {
                 } => {
                     let pod = *pod;
                     let what = format!("step {i} admit {}", pod.uid);
+                    trace(&format!("{what} pod"), &pod);
                     let result = native_admit(&setup, &pod, &state);
                     trace(&what, &result);
                     if !valid(&setup, &pod) {
@@ -1106,6 +1168,16 @@ pub fn allocation(case: &AllocCase) {
                     let wedged = setup.facts.strict
                         && state.cpu.default_cpuset.is_empty()
                         && !state.cpu.entries.is_empty();
+                    if setup.facts.memory_static
+                        && memory_regrouped(&state)
+                        && let Err(errors) = &result
+                    {
+                        assert!(
+                            errors.iter().any(|e| e.message == REGROUPED_START),
+                            "{what}: {errors:?}"
+                        );
+                        continue;
+                    }
                     if wedged {
                         let errors = result.expect_err("admitted on a state that does not start");
                         assert!(
