@@ -442,6 +442,9 @@ pub struct NodeFacts {
     pub memory_static: bool,
     /// `strict-cpu-reservation`.
     pub strict: bool,
+    /// `align-by-socket`: exclusive CPUs may come from any NUMA node of the
+    /// hint's sockets, while memory stays on the hint's nodes.
+    pub align_by_socket: bool,
     /// `reservedSystemCPUs`, when given.
     pub reserved_list: Option<Vec<u32>>,
     /// Reserved CPUs by count (`ceil(kube + system reserved cpu)`, else the list's size).
@@ -576,6 +579,7 @@ impl NodeSpec {
             cpu_static,
             memory_static,
             strict: cpu_static && self.cpu_options & (1 << 4) != 0,
+            align_by_socket: cpu_static && self.cpu_options & (1 << 2) != 0,
             reserved_list,
             reserved_count,
             pod_level_managers,
