@@ -61,6 +61,8 @@ pub mod state;
 #[cfg(test)]
 mod properties;
 #[cfg(test)]
+pub(crate) use properties::Rng;
+#[cfg(test)]
 mod vectors;
 
 use std::fmt;
