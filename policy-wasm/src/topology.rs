@@ -1324,7 +1324,7 @@ mod tests {
     /// `prefer-closest-numa-nodes`.
     #[test]
     fn merge_of_distinct_hints_matches_the_permutation_walk() {
-        let mut rng = crate::cpu_manager::Rng(0x5eed_0f_70_9010_9e);
+        let mut rng = crate::cpu_manager::Rng(0x005e_ed0f_7090_109e);
         let rounds: usize = std::env::var("MERGE_EQUIVALENCE_ROUNDS")
             .ok()
             .and_then(|v| v.parse().ok())
