@@ -1,8 +1,8 @@
 //! The wasmtime side: one [`PolicyRuntime`] owns the engine, the compiled
 //! policy component and its `InstancePre`; every call gets a fresh store
 //! with an epoch deadline, a memory cap and, when asked for, a fuel budget,
-//! so a looping,
-//! trapping or memory-hungry module costs one failed call and nothing else.
+//! so a looping, trapping or memory-hungry module costs one failed call and
+//! nothing else.
 //!
 //! Compiled components are cached on disk keyed by the module's SHA-256 and
 //! the engine's compatibility hash, so a restart does not recompile.
@@ -325,9 +325,10 @@ fn describe_failure(error: wasmtime::Error, context: &str) -> anyhow::Error {
 
 /// One policy instance kept across calls, for callers that make many calls
 /// in a row and want to skip the per-call instantiation (benchmarks, batch
-/// jobs). Each call gets a full fuel budget (when on) and a fresh epoch deadline, but
-/// the instance's linear memory carries over from call to call, and after a
-/// trap the instance refuses every further call: make a new one then.
+/// jobs). Each call gets a full fuel budget (when on) and a fresh epoch
+/// deadline, but the instance's linear memory carries over from call to
+/// call, and after a trap the instance refuses every further call: make a
+/// new one then.
 /// [`PolicyRuntime::call`] (a fresh instance per call) stays the default.
 pub struct WarmPolicy<'a> {
     runtime: &'a PolicyRuntime,
@@ -346,8 +347,8 @@ impl PolicyRuntime {
         })
     }
 
-    /// A fresh store with the memory cap, a full fuel budget (when on) and the epoch
-    /// deadline, and the policy instantiated in it.
+    /// A fresh store with the memory cap, a full fuel budget (when on) and
+    /// the epoch deadline, and the policy instantiated in it.
     fn instance(&self) -> Result<(Store<CallState>, PodPolicy)> {
         let limits = StoreLimitsBuilder::new()
             .memory_size(self.limits.memory_bytes)

@@ -826,16 +826,22 @@ impl Layout {
     }
 }
 
+/// The set bits of `mask`, lowest first; only the set bits are visited
+/// (each is cleared after it is read).
+pub fn set_bits(mask: u64) -> impl Iterator<Item = u32> {
+    let mut rest = mask;
+    std::iter::from_fn(move || {
+        (rest != 0).then(|| {
+            let bit = rest.trailing_zeros();
+            rest &= rest - 1;
+            bit
+        })
+    })
+}
+
 /// The NUMA node ids set in a bitmask, ascending (`BitMask.GetBits`).
 pub fn mask_bits(mask: u64) -> Vec<u32> {
-    // Only the set bits, lowest first: clear each one after reading it.
-    let mut rest = mask;
-    let mut bits = Vec::with_capacity(rest.count_ones() as usize);
-    while rest != 0 {
-        bits.push(rest.trailing_zeros());
-        rest &= rest - 1;
-    }
-    bits
+    set_bits(mask).collect()
 }
 
 #[cfg(test)]

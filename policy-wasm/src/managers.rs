@@ -484,7 +484,8 @@ fn decode_config(node: &wit::NodeSettings) -> Result<Config> {
         .iter()
         .filter_map(|map| map.get("cpu"))
         .fold(0i64, |sum, q| sum.saturating_add(q.milli_value().max(0)));
-    let cpu_reservation_given = !reserved_cpus.is_empty()
+    let reserved_cpus_given = !reserved_cpus.is_empty();
+    let cpu_reservation_given = reserved_cpus_given
         || node_config.kube_reserved.contains_key("cpu")
         || node_config.system_reserved.contains_key("cpu");
     // u64, not usize: the count (and its error message) must not depend on
@@ -500,7 +501,7 @@ fn decode_config(node: &wit::NodeSettings) -> Result<Config> {
         cpu_options,
         num_reserved_cpus,
         cpu_reservation_given,
-        reserved_cpus_given: !reserved_cpus.is_empty(),
+        reserved_cpus_given,
         reserved_cpus,
         memory_static,
         reserved_memory,

@@ -407,7 +407,6 @@ impl fmt::Display for QuantityError {
 
 impl core::error::Error for QuantityError {}
 
-/// `ceil(n / d)` for `d > 0`.
 /// The decimal SI suffix of `10^exponent`, if it has one.
 fn si_suffix(exponent: i32) -> Option<&'static str> {
     match exponent {
@@ -450,6 +449,7 @@ fn with_suffix(mantissa: impl itoa::Integer, suffix: &str) -> String {
     out
 }
 
+/// `ceil(n / d)` for `d > 0`.
 fn div_ceil(n: i128, d: i128) -> i128 {
     // Most quantities fit 64 bits, where division is one instruction rather
     // than an i128 libcall.
@@ -765,6 +765,9 @@ fn magnitude_nanos(int: &[u8], frac: &[u8], multiplier: Multiplier) -> Option<i1
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use std::hash::DefaultHasher;
+
     /// The plain-form fast path reads every input it takes exactly as the
     /// general parser does, value and format, and declines the rest.
     #[test]
@@ -795,8 +798,8 @@ mod tests {
         for number in numbers {
             for suffix in suffixes {
                 let input = format!("{number}{suffix}");
-                let general = super::parse_general(&input);
-                match super::parse_plain(&input) {
+                let general = parse_general(&input);
+                match parse_plain(&input) {
                     Some(fast) => {
                         taken += 1;
                         let general = general.unwrap_or_else(|e| panic!("{input}: {e}"));
@@ -817,9 +820,6 @@ mod tests {
         }
         assert!(taken >= 150, "the fast path took only {taken} inputs");
     }
-
-    use super::*;
-    use std::hash::DefaultHasher;
 
     fn q(s: &str) -> Quantity {
         Quantity::parse(s).unwrap_or_else(|e| panic!("{s:?}: {e}"))

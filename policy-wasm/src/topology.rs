@@ -138,8 +138,7 @@ impl BitMask {
 
     /// The set bits in ascending order (`GetBits`).
     pub fn bits(self) -> Vec<usize> {
-        crate::cpu_topology::mask_bits(self.raw())
-            .into_iter()
+        crate::cpu_topology::set_bits(self.raw())
             .map(|bit| bit as usize)
             .collect()
     }

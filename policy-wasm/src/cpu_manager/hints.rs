@@ -208,7 +208,7 @@ impl StaticPolicy {
             return false;
         }
         let min_sockets = min_affinity_size.div_ceil(per_socket);
-        let bits: Vec<u32> = mask.bits().into_iter().map(|b| b as u32).collect();
+        let bits = crate::cpu_topology::mask_bits(mask.raw());
         self.topology().details().sockets_in_numa_nodes(&bits).len() == min_sockets
     }
 }
