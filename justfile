@@ -8,9 +8,9 @@ build:
 test:
     cargo test --workspace --locked
 
-# Run every shared vector file through the component.
+# Run every vector file of the repository through the component.
 conformance:
-    cargo run --locked -p podpolicy -- conformance ../shared/vectors/*/*.json
+    cargo run --locked -p podpolicy -- conformance tests/vectors/*/*.json
 
 # Rewrite the golden `explain` outputs in fixtures/pods after an intended change.
 bless:

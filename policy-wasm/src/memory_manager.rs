@@ -1730,15 +1730,15 @@ mod tests {
         assert_eq!(remove_container(gates_on(), &s1, "pod1", "app"), start);
     }
 
-    // ---- Vectors: shared/vectors/k8s-managers/memory-static-policy.json ----
+    // ---- Vectors: tests/vectors/k8s-managers/memory-static-policy.json ----
 
     fn vectors() -> Value {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/vectors/k8s-managers/memory-static-policy.json"
+            "/../tests/vectors/k8s-managers/memory-static-policy.json"
         );
         let text = std::fs::read_to_string(path).unwrap_or_else(|err| {
-            panic!("memory vectors missing at {path}: {err}; the shared vectors must be present")
+            panic!("memory vectors missing at {path}: {err}; tests/vectors is part of the repository")
         });
         serde_json::from_str(&text).unwrap_or_else(|err| panic!("{path}: invalid JSON: {err}"))
     }

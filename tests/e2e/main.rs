@@ -6,7 +6,7 @@
 //! - `component`: the embedded component itself (imports, exports, versions).
 //! - `hostile`: modules that must be refused or contained.
 //! - `cli`: the `podpolicy` binary as a user runs it, bad inputs included.
-//! - `conformance`: the shared vectors through the component.
+//! - `conformance`: the conformance vectors (tests/vectors) through the component.
 //! - `fixtures`: `explain -o json` of every pod in fixtures/pods against its golden file.
 //! - `fuzz_regressions`: findings of the fuzz targets, replayed through the component.
 //! - `managers`: KEP-5526 admission and release through the component on a

@@ -3,7 +3,7 @@
 //! temporary directory.
 //!
 //! The vector machines are checked against the CPU tables of the kubelet
-//! tests in `shared/vectors/k8s-managers/`, read at test time.
+//! tests in `tests/vectors/k8s-managers/`, read at test time.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -30,11 +30,11 @@ fn read_fixture(name: &str) -> SysfsTopology {
 #[track_caller]
 fn load_vectors(file: &str) -> Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/vectors/k8s-managers")
+        .join("../tests/vectors/k8s-managers")
         .join(file);
     let text = fs::read_to_string(&path).unwrap_or_else(|err| {
         panic!(
-            "{}: {err} (the kubelet vector files are expected in shared/vectors/k8s-managers beside the repository)",
+            "{}: {err} (the kubelet vector files are expected in tests/vectors/k8s-managers)",
             path.display()
         )
     });

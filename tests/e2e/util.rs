@@ -26,12 +26,13 @@ pub fn workspace() -> PathBuf {
     root.canonicalize().unwrap_or_else(|_| root.to_path_buf())
 }
 
-/// `../shared/vectors` beside the workspace.
+/// `tests/vectors`: the repository's copy of the shared conformance vectors
+/// (same files, same contract), so a fresh clone tests itself.
 pub fn vectors_dir() -> PathBuf {
-    let dir = workspace().join("../shared/vectors");
+    let dir = workspace().join("tests/vectors");
     assert!(
         dir.is_dir(),
-        "the shared vectors are expected at {}",
+        "the conformance vectors are expected at {}",
         dir.display()
     );
     dir

@@ -1,7 +1,7 @@
 //! Conformance vectors and property checks for the CPU manager (test only).
 //!
-//! Reads `../../shared/vectors/{k8s-managers,kep-derived}/*.json` relative to
-//! the crate. Every case of `cpu-assignment.json` (the optional
+//! Reads `tests/vectors/{k8s-managers,kep-derived}/*.json` of the workspace
+//! (the repository's copy of the shared vectors). Every case of `cpu-assignment.json` (the optional
 //! `cpuAccumulator.*` internals included), `cpu-static-policy.json`,
 //! `kep5526-pod-level-cpu.json` and `kep5526-allocation.json` must pass; a
 //! failing case is reported by name with what differed.
@@ -19,7 +19,7 @@ use crate::quantity::Quantity;
 
 fn load(relative: &str) -> Value {
     let path = format!(
-        "{}/../../shared/vectors/{relative}",
+        "{}/../tests/vectors/{relative}",
         env!("CARGO_MANIFEST_DIR")
     );
     let text = std::fs::read_to_string(&path)
