@@ -97,7 +97,7 @@ pub fn evaluate_native(case: &Case) {
     let _ = evaluate::qos_class(&pod, &node);
     let _ = evaluate::pod_resource_config(&pod, &node);
     let _ = evaluate::oom_score_adjust(&pod, &node);
-    let _ = evaluate::node_memory_qos(std::slice::from_ref(&pod), &node);
+    let _ = evaluate::node_cgroups(std::slice::from_ref(&pod), &node);
     let (request, limit) = case.memory_high;
     let _ =
         evaluate::container_memory_high(request, limit, to_native(&case.memory_high_qos), &node);
@@ -217,8 +217,8 @@ pub fn differential(case: &Case) {
     );
     same(
         "node-memory-qos",
-        policy.node_memory_qos(std::slice::from_ref(pod), node),
-        evaluate::node_memory_qos(std::slice::from_ref(&native_pod), &native_node),
+        policy.node_cgroups(std::slice::from_ref(pod), node),
+        evaluate::node_cgroups(std::slice::from_ref(&native_pod), &native_node),
     );
     let (request, limit) = case.memory_high;
     same(

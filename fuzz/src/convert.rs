@@ -165,6 +165,7 @@ record!(NodeSettings {
     topology_manager_policy_options,
     feature_gates,
     kernel_version,
+    eviction_hard,
 });
 record!(PodResourcesOptions {
     exclude_overhead,

@@ -198,10 +198,10 @@ fn main() {
             system_reserved_cgroup: None,
         };
         let began = Instant::now();
-        apply_pods(&policy, &one, &node, &options).unwrap();
+        apply_pods(&policy, &one, &node, &options, None, None).unwrap();
         first.push(began.elapsed());
         let began = Instant::now();
-        apply_pods(&policy, &one, &node, &options).unwrap();
+        apply_pods(&policy, &one, &node, &options, None, None).unwrap();
         again.push(began.elapsed());
     }
     let _ = std::fs::remove_dir_all(&dir);

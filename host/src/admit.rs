@@ -56,17 +56,6 @@ pub fn start_state(
     }
 }
 
-fn union_numa(blocks: &[crate::bindings::MemoryBlock]) -> BTreeSet<u32> {
-    blocks
-        .iter()
-        .flat_map(|b| b.numa_affinity.iter().copied())
-        .collect()
-}
-
-fn list_text(ids: &BTreeSet<u32>) -> String {
-    ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
-}
-
 /// The CPUs of a cpuset list (`0-3,8`); `None` when malformed or absurdly large.
 pub fn parse_cpu_list(text: &str) -> Option<BTreeSet<u32>> {
     let mut cpus = BTreeSet::new();
@@ -86,7 +75,10 @@ pub fn parse_cpu_list(text: &str) -> Option<BTreeSet<u32>> {
     Some(cpus)
 }
 
-/// The cgroup files an admission implies, for the pod and each container.
+/// The admission's cgroup files (the component's `placement-files`) at
+/// their kubelet paths, after the host's sanity checks: every cpuset is a
+/// well-formed, non-empty list of this node's CPUs, and every file passes
+/// `apply::check_files`; a failed check writes nothing.
 pub fn cpuset_values(
     admission: &Admission,
     pod: &Pod,
@@ -96,81 +88,48 @@ pub fn cpuset_values(
 ) -> Result<Vec<CgroupValues>> {
     let driver = node.cgroup_driver;
     let pod_path = cgroupfs::pod(driver, qos, &pod.uid).map_err(|e| anyhow!("{e}"))?;
-    let all_nodes: BTreeSet<u32> = topology.numa_nodes.iter().map(|n| n.id).collect();
-    let period = node.cpu_cfs_quota_period_us.unwrap_or(100_000);
-    let a = &admission.assignment;
     let all_cpus: BTreeSet<u32> = topology.cpus.iter().map(|c| c.id).collect();
-    let nonempty = |owner: &str, set: &str| -> Result<String> {
-        if set.trim().is_empty() {
-            bail!(
-                "the policy assigned an empty cpuset to {owner}; refusing to write it (no cgroup was changed)"
-            );
+    let checked = |owner: &str, files: &[crate::bindings::CgroupFile]| -> Result<Vec<FileValue>> {
+        let values: Vec<FileValue> = files
+            .iter()
+            .map(|f| FileValue {
+                file: f.file.clone(),
+                value: f.value.clone(),
+            })
+            .collect();
+        for f in values.iter().filter(|f| f.file == "cpuset.cpus") {
+            let set = &f.value;
+            if set.trim().is_empty() {
+                bail!(
+                    "the policy assigned an empty cpuset to {owner}; refusing to write it (no cgroup was changed)"
+                );
+            }
+            let cpus = parse_cpu_list(set).ok_or_else(|| {
+                anyhow!(
+                    "the policy assigned {owner} the malformed cpuset `{}`",
+                    set.escape_debug()
+                )
+            })?;
+            if let Some(cpu) = cpus.iter().find(|c| !all_cpus.contains(c)) {
+                bail!(
+                    "the policy assigned {owner} CPU {cpu}, which this node does not have (cpuset `{set}`); no cgroup was changed"
+                );
+            }
         }
-        let cpus = parse_cpu_list(set).ok_or_else(|| {
-            anyhow!(
-                "the policy assigned {owner} the malformed cpuset `{}`",
-                set.escape_debug()
-            )
-        })?;
-        if let Some(cpu) = cpus.iter().find(|c| !all_cpus.contains(c)) {
-            bail!(
-                "the policy assigned {owner} CPU {cpu}, which this node does not have (cpuset `{set}`); no cgroup was changed"
-            );
-        }
-        Ok(set.to_string())
+        crate::apply::check_files(owner, &values)?;
+        Ok(values)
     };
-    let mut out = Vec::new();
-    let mut pod_files = Vec::new();
-    if let Some(set) = &a.pod_cpuset {
-        pod_files.push(FileValue {
-            file: "cpuset.cpus".into(),
-            value: nonempty("the pod", set)?,
-        });
-    }
-    let pod_mems = union_numa(&a.pod_memory);
-    pod_files.push(FileValue {
-        file: "cpuset.mems".into(),
-        value: list_text(if pod_mems.is_empty() {
-            &all_nodes
-        } else {
-            &pod_mems
-        }),
-    });
-    if a.pod_cfs_quota_disabled {
-        pod_files.push(FileValue {
-            file: "cpu.max".into(),
-            value: format!("max {period}"),
-        });
-    }
-    out.push(CgroupValues {
+    let mut out = vec![CgroupValues {
         path: pod_path.clone(),
-        files: pod_files,
-    });
-    for c in &a.containers {
+        files: checked("the pod", &admission.files.pod)?,
+    }];
+    for c in &admission.files.containers {
         let path =
             cgroupfs::container(&pod_path, "container", &c.name).map_err(|e| anyhow!("{e}"))?;
-        let cpus = c
-            .cpuset
-            .clone()
-            .unwrap_or_else(|| a.node_shared_pool.clone());
-        let mems = union_numa(&c.memory);
-        let mut files = vec![
-            FileValue {
-                file: "cpuset.cpus".into(),
-                value: nonempty(&format!("container `{}`", c.name), &cpus)?,
-            },
-            FileValue {
-                file: "cpuset.mems".into(),
-                value: list_text(if mems.is_empty() { &all_nodes } else { &mems }),
-            },
-        ];
-        if c.cfs_quota_disabled {
-            files.push(FileValue {
-                file: "cpu.max".into(),
-                value: format!("max {period}"),
-            });
-        }
-        out.push(CgroupValues { path, files });
+        out.push(CgroupValues {
+            path,
+            files: checked(&format!("container `{}`", c.name), &c.files)?,
+        });
     }
     Ok(out)
 }

@@ -131,14 +131,6 @@ pub struct Agent {
     first_decision: Option<Duration>,
 }
 
-fn managers_enabled(node: &NodeSettings) -> bool {
-    node.cpu_manager_policy.as_deref() == Some("static")
-        || node
-            .memory_manager_policy
-            .as_deref()
-            .is_some_and(|p| p.eq_ignore_ascii_case("static"))
-}
-
 fn pod_name(pod: &Pod) -> String {
     if pod.namespace.is_empty() {
         pod.name.clone()
@@ -171,7 +163,21 @@ impl Agent {
         let policy = slot.current();
         metrics.set_policy(&policy.info().policy_version, policy.digest());
         let state = read_agent_state(&options.state_dir)?;
-        let managers = if managers_enabled(&options.node) {
+        // Whether the managers place pods is the policy's answer; a policy
+        // that cannot give it (broken first version) runs without them.
+        // A policy that fails its self-check cannot be trusted to answer
+        // either (a garbage module may say "yes"): the managers stay off.
+        let managers_active = match crate::policy_dir::self_check(&policy) {
+            Err(e) => {
+                tracing::error!(error = %format!("{e:#}"), "the serving policy fails its self-check; the resource managers stay off");
+                false
+            }
+            Ok(()) => policy.managers_active(&options.node).unwrap_or_else(|e| {
+                tracing::error!(error = %format!("{e:#}"), "the policy could not say whether the resource managers are active");
+                false
+            }),
+        };
+        let managers = if managers_active {
             let topology = crate::topology_input::read_node_topology(&options.sysfs_root)?;
             let state = crate::admit::start_state(
                 &policy,
@@ -386,7 +392,7 @@ impl Agent {
 
         // Node-level values over the admitted pods, then one plan.
         let pods: Vec<Pod> = admitted.iter().map(|(_, _, p)| p.clone()).collect();
-        let node_qos = match policy.node_memory_qos(&pods, &node)? {
+        let node_qos = match policy.node_cgroups(&pods, &node)? {
             Ok(values) => values,
             Err(errors) => {
                 return Err(anyhow!(
@@ -563,22 +569,50 @@ impl Agent {
                         })
                         .inc();
                 }
+                drop(values);
                 managers.admissions.insert(uid.clone(), admission);
-                extra.extend(values);
-            } else {
-                let qos = crate::output::qos_from_explanation(&explanation)?;
-                extra.extend(crate::admit::cpuset_values(
-                    &managers.admissions[&uid],
-                    &pod,
-                    qos,
-                    &node,
-                    &managers.topology,
-                )?);
             }
             kept.push((doc, explanation, pod));
         }
+        // Every admitted pod's files from the final state (admitting an
+        // admitted pod again changes nothing), so shared-pool containers get
+        // the node's current shared pool, as `apply` and `explain` compute it.
+        let mut placed = Vec::new();
+        for (doc, explanation, pod) in kept {
+            let admission = match policy.admit(&pod, &managers.topology, &managers.state, &node) {
+                Ok(Ok(admission)) if admission.rejection.is_none() => admission,
+                Ok(Ok(admission)) => {
+                    report.errors.push(format!(
+                        "{}: no longer admitted on the current manager state: {:?}",
+                        explanation.pod, admission.rejection
+                    ));
+                    continue;
+                }
+                Ok(Err(errors)) => {
+                    report.errors.push(format!(
+                        "{}: the managers could not evaluate the pod: {}",
+                        explanation.pod,
+                        format_field_errors(&errors)
+                    ));
+                    continue;
+                }
+                Err(e) => {
+                    report.errors.push(format!("{}: {e:#}", explanation.pod));
+                    continue;
+                }
+            };
+            let qos = crate::output::qos_from_explanation(&explanation)?;
+            match crate::admit::cpuset_values(&admission, &pod, qos, &node, &managers.topology) {
+                Ok(values) => extra.extend(values),
+                Err(e) => {
+                    report.errors.push(format!("{}: {e:#}", explanation.pod));
+                    continue;
+                }
+            }
+            placed.push((doc, explanation, pod));
+        }
         self.update_assignment_metrics();
-        Ok(kept)
+        Ok(placed)
     }
 
     fn update_assignment_metrics(&self) {
@@ -814,7 +848,7 @@ pub fn static_pod_uid(pod: &Pod, node_name: &str) -> String {
 
 /// The policy's node-level warnings (e.g. Memory QoS on a kernel < 5.9).
 fn node_warnings(policy: &PolicyRuntime, node: &NodeSettings) -> Vec<String> {
-    match policy.node_memory_qos(&[], node) {
+    match policy.node_cgroups(&[], node) {
         Ok(Ok(values)) => values.warnings,
         _ => Vec::new(),
     }

@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -453,7 +453,7 @@ fn node_cgroup(
         match value {
             Some(text) => Ok(Some(CgroupPath::parse(flag, text)?)),
             None => bail!(
-                "the policy sets Memory QoS values on the {name} cgroup; give its path with {flag}"
+                "the policy sets values on the {name} cgroup (enforceNodeAllocatable names it); give its path with {flag}"
             ),
         }
     };
@@ -507,11 +507,18 @@ fn find_container(assignment: &PidAssignment, pods: &[Explanation]) -> Result<(u
 /// Evaluate `docs` on `node` and make the cgroup tree match: the `apply`
 /// command. Errors (exit 2) leave the tree untouched, except a failed write,
 /// which is reported in [`ApplyReport::error`] with the applied prefix.
+///
+/// On a node whose resource managers place pods, `placement` admits the
+/// pods (see [`crate::explain_all`]) and, with `checkpoint_dir`, the new
+/// manager state is saved there first, so `apply` writes exactly the
+/// cpusets and quotas the agent and `admit` write for the same state.
 pub fn apply_pods(
     policy: &PolicyRuntime,
     docs: &[PodDocument],
     node: &NodeSettings,
     options: &ApplyOptions,
+    mut placement: Option<&mut crate::Placement>,
+    checkpoint_dir: Option<&Path>,
 ) -> Result<ApplyOutcome> {
     if node.cgroup_version != CgroupVersion::V2 {
         bail!("apply writes cgroup v2 only; the node settings say cgroupVersion v1");
@@ -519,9 +526,17 @@ pub fn apply_pods(
     if node.cgroups_per_qos == Some(false) {
         bail!("apply needs cgroupsPerQOS (the kubelet creates no pod cgroups without it)");
     }
-    let report = crate::explain_all(policy, docs, node)?;
+    let before = placement.as_ref().map(|p| p.state.clone());
+    let report = crate::explain_all(policy, docs, node, placement.as_deref_mut())?;
     if report.any_rejected() {
         return Ok(ApplyOutcome::Rejected(report));
+    }
+    // The managers' new state is checkpointed before any cpuset is written
+    // (as `admit` and the agent do); a dry run saves nothing.
+    if let (Some(placement), Some(dir), false) = (&placement, checkpoint_dir, options.dry_run)
+        && before.as_ref() != Some(&placement.state)
+    {
+        crate::checkpoint::save(dir, &placement.state).context("saving the manager checkpoints")?;
     }
     apply_explained(docs, &report, node, options, &[]).map(ApplyOutcome::Planned)
 }
@@ -595,7 +610,7 @@ pub fn apply_explained(
                 .map(|w| format!("{}: {w}", explanation.pod)),
         );
     }
-    for (name, files) in &report.node.memory_qos {
+    for (name, files) in &report.node.cgroups {
         let Some(path) = node_cgroup(name, node, options)? else {
             bail!("the policy names a node-level cgroup `{name}` that apply does not know");
         };

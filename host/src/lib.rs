@@ -55,9 +55,9 @@ pub mod bindings {
                     .ok_or_else(|| wasmtime::format_err!("no export `{name}` found"))
             };
             Ok(load_exports!(load, self.indices;
-                policy_info, validate_node, default_pod, validate_pod, pod_warnings,
+                policy_info, validate_node, managers_active, default_pod, validate_pod, pod_warnings,
                 effective_resources, qos_class, pod_resource_config,
-                oom_score_adjust, container_memory_high, node_memory_qos,
+                oom_score_adjust, container_memory_high, node_cgroups,
                 resize_plan, evaluate, admit, release, manager_operation,
             ))
         }
@@ -115,6 +115,11 @@ impl PolicyRuntime {
     pub fn validate_node(&self, node: &NodeSettings) -> Result<Vec<FieldError>> {
         self.call(|p, s| p.call_validate_node(s, node))
     }
+
+    /// Export `managers-active`.
+    pub fn managers_active(&self, node: &NodeSettings) -> Result<bool> {
+        self.call(|p, s| p.call_managers_active(s, node))
+    }
     /// Export `effective-resources`.
     pub fn effective_resources(
         &self,
@@ -147,12 +152,12 @@ impl PolicyRuntime {
         self.call(|p, s| p.call_container_memory_high(s, request, limit, qos, node))
     }
     /// Export `node-memory-qos`.
-    pub fn node_memory_qos(
+    pub fn node_cgroups(
         &self,
         pods: &[Pod],
         node: &NodeSettings,
-    ) -> Result<PolicyResult<bindings::NodeMemoryQos>> {
-        self.call(|p, s| p.call_node_memory_qos(s, pods, node))
+    ) -> Result<PolicyResult<bindings::NodeCgroups>> {
+        self.call(|p, s| p.call_node_cgroups(s, pods, node))
     }
     /// Export `resize-plan`.
     pub fn resize_plan(
@@ -310,24 +315,81 @@ pub fn empty_node() -> NodeSettings {
         topology_manager_policy_options: Vec::new(),
         feature_gates: Vec::new(),
         kernel_version: None,
+        eviction_hard: None,
     }
 }
 
+/// Where the resource managers place pods, for `explain` and `apply` on a
+/// node that runs them: the machine's topology and the manager state the
+/// placements start from (a checkpoint, or a new state).
+#[derive(Clone, Debug)]
+pub struct Placement {
+    /// The machine.
+    pub topology: bindings::NodeTopology,
+    /// The managers' state; after [`explain_all`], with the explained pods admitted.
+    pub state: bindings::ManagerState,
+}
+
 /// Explain pods on a node: each pod validated, defaulted and evaluated, then
-/// the node-level Memory QoS values over the valid ones (the `explain` command).
+/// the node-level values over the valid ones (the `explain` command).
+///
+/// With a [`Placement`], the valid pods are also admitted, in order, by the
+/// resource managers (as the kubelet admits them); a rejected pod is
+/// reported with the managers' reason, and every admitted pod's files carry
+/// the component's placement files (cpusets, `cpu.max` without quota for
+/// exclusive CPUs) over `evaluate`'s, as `admit` and the agent write them.
+/// The placement files come from a second admission on the final state,
+/// where every admitted pod is already placed (an admitted pod is admitted
+/// again unchanged), so every pod sees the node's final shared pool.
 pub fn explain_all(
     policy: &PolicyRuntime,
     docs: &[pod_input::PodDocument],
     node: &NodeSettings,
+    placement: Option<&mut Placement>,
 ) -> Result<output::Report> {
     let mut pods = Vec::new();
     let mut admitted = Vec::new();
-    for doc in docs {
+    let mut positions = Vec::new();
+    for (i, doc) in docs.iter().enumerate() {
         let (explanation, defaulted) = explain(policy, doc, node)?;
         pods.push(explanation);
+        if defaulted.is_some() {
+            positions.push(i);
+        }
         admitted.extend(defaulted);
     }
-    let node_qos = match policy.node_memory_qos(&admitted, node)? {
+    if let Some(placement) = placement {
+        let mut placed = Vec::new();
+        for (pod, &i) in admitted.iter().zip(&positions) {
+            let admission = admit_call(policy, pod, placement, node)?;
+            match &admission.rejection {
+                Some(rejection) => {
+                    pods[i].errors.push(output::ErrorOut {
+                        field: String::new(),
+                        reason: rejection.reason.clone(),
+                        message: rejection.message.clone(),
+                        bad_value: None,
+                    });
+                }
+                None => {
+                    placement.state = admission.state;
+                    placed.push((pod, i));
+                }
+            }
+        }
+        for (pod, i) in &placed {
+            let admission = admit_call(policy, pod, placement, node)?;
+            pods[*i].place(&admission.files);
+        }
+        let kept: std::collections::BTreeSet<usize> = placed.iter().map(|(_, i)| *i).collect();
+        admitted = admitted
+            .into_iter()
+            .zip(&positions)
+            .filter(|(_, i)| kept.contains(i))
+            .map(|(pod, _)| pod)
+            .collect();
+    }
+    let node_qos = match policy.node_cgroups(&admitted, node)? {
         Ok(values) => values,
         Err(errors) => anyhow::bail!(
             "node-level evaluation failed:\n{}",
@@ -335,6 +397,23 @@ pub fn explain_all(
         ),
     };
     Ok(output::Report::new(pods, &node.name, &node_qos))
+}
+
+fn admit_call(
+    policy: &PolicyRuntime,
+    pod: &Pod,
+    placement: &Placement,
+    node: &NodeSettings,
+) -> Result<bindings::Admission> {
+    match policy.admit(pod, &placement.topology, &placement.state, node)? {
+        Ok(admission) => Ok(admission),
+        Err(errors) => anyhow::bail!(
+            "{}/{}: the resource managers could not evaluate the pod:\n{}",
+            pod.namespace,
+            pod.name,
+            format_field_errors(&errors)
+        ),
+    }
 }
 
 /// Explain one pod: validate, default, evaluate. Returns the explanation and,

@@ -61,6 +61,15 @@ enum Command {
         /// Node settings file; without it, this machine is described.
         #[arg(long)]
         node: Option<PathBuf>,
+        /// Root of the sysfs tree the resource managers read the topology
+        /// from, when the node runs a static CPU or memory policy (default:
+        /// the node file's `sysfs`, else `/`).
+        #[arg(long, value_name = "DIR")]
+        sysfs: Option<PathBuf>,
+        /// The manager checkpoints the placements start from (read only);
+        /// without it, an empty node.
+        #[arg(long, value_name = "DIR")]
+        state: Option<PathBuf>,
         /// Output format.
         #[arg(short, long, value_enum, default_value_t = Format::Table)]
         output: Format,
@@ -87,6 +96,15 @@ enum Command {
         /// Print the changes (path, old, new) without writing anything.
         #[arg(long)]
         dry_run: bool,
+        /// Root of the sysfs tree the resource managers read the topology
+        /// from, when the node runs a static CPU or memory policy (default:
+        /// the node file's `sysfs`, else `/`).
+        #[arg(long, value_name = "DIR")]
+        sysfs: Option<PathBuf>,
+        /// The manager checkpoints (the agent's `--state-dir`): pods are
+        /// placed from them and the new state is saved there before any write.
+        #[arg(long, value_name = "DIR")]
+        state: Option<PathBuf>,
         /// Write the container's oom_score_adj for a process: CONTAINER, POD/CONTAINER
         /// or NAMESPACE/POD/CONTAINER, `=`, PID. Repeatable.
         #[arg(long = "pid", value_name = "CONTAINER=PID")]
@@ -337,9 +355,21 @@ fn load_policy(cli: &Cli) -> Result<PolicyRuntime> {
 
 /// The node settings from `path`, or this machine's; refused when invalid.
 fn read_node(policy: &PolicyRuntime, path: Option<&std::path::Path>) -> Result<NodeSettings> {
-    let node = match path {
-        Some(path) => node_input::read_node(path)?,
-        None => node_input::local_node("/proc".as_ref(), "/sys/fs/cgroup".as_ref())?,
+    read_node_and_sysfs(policy, path).map(|(node, _)| node)
+}
+
+/// The node settings (checked by the policy) and the sysfs tree a node
+/// file names.
+fn read_node_and_sysfs(
+    policy: &PolicyRuntime,
+    path: Option<&std::path::Path>,
+) -> Result<(NodeSettings, Option<PathBuf>)> {
+    let (node, sysfs) = match path {
+        Some(path) => node_input::read_node_file(path)?,
+        None => (
+            node_input::local_node("/proc".as_ref(), "/sys/fs/cgroup".as_ref())?,
+            None,
+        ),
     };
     let node_errors = policy.validate_node(&node)?;
     if !node_errors.is_empty() {
@@ -348,7 +378,26 @@ fn read_node(policy: &PolicyRuntime, path: Option<&std::path::Path>) -> Result<N
             podpolicy::format_field_errors(&node_errors)
         );
     }
-    Ok(node)
+    Ok((node, sysfs))
+}
+
+/// The resource managers' placement for `explain` / `apply`, when the
+/// policy says the node's managers place pods: the topology from `sysfs`
+/// (default `/`) and the state from the checkpoints in `state` (or a new one).
+fn placement(
+    policy: &PolicyRuntime,
+    node: &NodeSettings,
+    sysfs: Option<&std::path::Path>,
+    state: Option<&std::path::Path>,
+) -> Result<Option<podpolicy::Placement>> {
+    if !policy.managers_active(node)? {
+        return Ok(None);
+    }
+    let sysfs = sysfs.unwrap_or("/".as_ref());
+    let topology = podpolicy::topology_input::read_node_topology(sysfs)
+        .with_context(|| format!("reading the topology from {}", sysfs.display()))?;
+    let state = podpolicy::admit::start_state(policy, &topology, node, state)?;
+    Ok(Some(podpolicy::Placement { topology, state }))
 }
 
 fn print(
@@ -512,13 +561,25 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             run_agent(options, policy, metrics_addr, *once)
         }
-        Command::Explain { pods, node, output } => {
-            let node = read_node(&policy, node.as_deref())?;
+        Command::Explain {
+            pods,
+            node,
+            sysfs,
+            state,
+            output,
+        } => {
+            let (node, node_sysfs) = read_node_and_sysfs(&policy, node.as_deref())?;
+            let mut placement = placement(
+                &policy,
+                &node,
+                sysfs.as_deref().or(node_sysfs.as_deref()),
+                state.as_deref(),
+            )?;
             let mut docs = Vec::new();
             for path in pods {
                 docs.extend(pod_input::read_pods(path)?);
             }
-            let report = explain_all(&policy, &docs, &node)?;
+            let report = explain_all(&policy, &docs, &node, placement.as_mut())?;
             print(*output, || report.to_table(), &report)?;
             Ok(if report.any_rejected() {
                 ExitCode::from(1)
@@ -532,12 +593,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
             cgroup_root,
             proc_root,
             dry_run,
+            sysfs,
+            state,
             pids,
             kube_reserved_cgroup,
             system_reserved_cgroup,
             output,
         } => {
-            let node = read_node(&policy, node.as_deref())?;
+            let (node, node_sysfs) = read_node_and_sysfs(&policy, node.as_deref())?;
+            let mut placement = placement(
+                &policy,
+                &node,
+                sysfs.as_deref().or(node_sysfs.as_deref()),
+                state.as_deref(),
+            )?;
             let mut docs = Vec::new();
             for path in pods {
                 docs.extend(pod_input::read_pods(path)?);
@@ -550,7 +619,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 kube_reserved_cgroup: kube_reserved_cgroup.clone(),
                 system_reserved_cgroup: system_reserved_cgroup.clone(),
             };
-            match apply::apply_pods(&policy, &docs, &node, &options)? {
+            match apply::apply_pods(
+                &policy,
+                &docs,
+                &node,
+                &options,
+                placement.as_mut(),
+                state.as_deref(),
+            )? {
                 apply::ApplyOutcome::Rejected(report) => {
                     print(*output, || report.to_table(), &report)?;
                     eprintln!("podpolicy: the policy rejected a pod; nothing was written");

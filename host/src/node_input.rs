@@ -35,6 +35,9 @@ pub struct NodeFile {
     /// The kubelet configuration (KubeletConfiguration field names).
     #[serde(default)]
     pub kubelet_config: KubeletConfig,
+    /// The machine's sysfs tree, where the resource managers read the CPU
+    /// and NUMA topology (relative to this file; `--sysfs` overrides it).
+    pub sysfs: Option<std::path::PathBuf>,
 }
 
 /// A quantity written as a string or a bare number.
@@ -94,6 +97,7 @@ pub struct KubeletConfig {
     pub topology_manager_policy_options: BTreeMap<String, String>,
     #[serde(default)]
     pub feature_gates: BTreeMap<String, bool>,
+    pub eviction_hard: Option<BTreeMap<String, String>>,
 }
 
 /// KubeletConfiguration `reservedMemory` entry.
@@ -223,29 +227,50 @@ impl NodeFile {
                 })
                 .collect(),
             kernel_version: self.kernel_version.clone(),
+            eviction_hard: k.eviction_hard.as_ref().map(|map| {
+                map.iter()
+                    .map(|(signal, threshold)| (signal.clone(), threshold.clone()))
+                    .collect()
+            }),
         })
     }
 }
 
 /// Read a node file.
 pub fn read_node(path: &Path) -> Result<wit::NodeSettings> {
-    let (origin, text) = read_input(path)?;
-    parse_node(&origin, &text)
+    read_node_file(path).map(|(node, _)| node)
 }
 
-/// Parse a node document; `origin` names it in errors.
-pub fn parse_node(origin: &str, text: &str) -> Result<wit::NodeSettings> {
-    let origin = origin.to_string();
-    let docs = parse_documents(&origin, text)?;
+/// Read a node file, with the sysfs tree it names (resolved against the
+/// file's directory).
+pub fn read_node_file(path: &Path) -> Result<(wit::NodeSettings, Option<std::path::PathBuf>)> {
+    let (origin, text) = read_input(path)?;
+    let file = parse_node_file(&origin, &text)?;
+    let sysfs = file
+        .sysfs
+        .as_ref()
+        .map(|sysfs| path.parent().unwrap_or_else(|| Path::new(".")).join(sysfs));
+    Ok((file.to_wit().with_context(|| origin)?, sysfs))
+}
+
+fn parse_node_file(origin: &str, text: &str) -> Result<NodeFile> {
+    let docs = parse_documents(origin, text)?;
     let [doc] = docs.as_slice() else {
         bail!(
             "{origin}: expected exactly one node document, found {}",
             docs.len()
         );
     };
-    let file: NodeFile = serde_path_to_error::deserialize(doc)
-        .map_err(|e| anyhow!("{origin}: {}: {}", e.path(), e.inner()))?;
-    file.to_wit().with_context(|| origin)
+    serde_path_to_error::deserialize(doc)
+        .map_err(|e| anyhow!("{origin}: {}: {}", e.path(), e.inner()))
+}
+
+/// Parse a node document; `origin` names it in errors.
+pub fn parse_node(origin: &str, text: &str) -> Result<wit::NodeSettings> {
+    let origin = origin.to_string();
+    parse_node_file(&origin, text)?
+        .to_wit()
+        .with_context(|| origin)
 }
 
 /// Describe this machine: memory and CPU capacity, cgroup version, page size.

@@ -10,8 +10,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::bindings::{
-    ContainerKind, FieldError, NodeCgroup, NodeMemoryQos, PatchOperation, PatchValue,
-    PodEvaluation, QosClass, ResourceAmount,
+    ContainerKind, FieldError, NodeCgroup, NodeCgroups, PatchOperation, PatchValue, PodEvaluation,
+    QosClass, ResourceAmount,
 };
 use crate::reason_name;
 
@@ -133,6 +133,57 @@ pub struct Explanation {
     /// Notes from the policy (e.g. an old kernel for Memory QoS).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// An in-place resize not actuated yet: the values above are the
+    /// allocated ones; this shows the desired ones next to them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending_resize: Option<PendingResizeOut>,
+}
+
+/// Desired next to allocated resources.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourcesChangeOut {
+    /// Container name; absent for pod-level resources.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    /// The spec's resources.
+    pub desired: RequirementsOut,
+    /// What the node applies meanwhile.
+    pub allocated: RequirementsOut,
+}
+
+/// `requests` and `limits` as quantity maps.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct RequirementsOut {
+    /// Requests.
+    pub requests: BTreeMap<String, String>,
+    /// Limits.
+    pub limits: BTreeMap<String, String>,
+}
+
+impl From<&crate::bindings::ResourceRequirements> for RequirementsOut {
+    fn from(r: &crate::bindings::ResourceRequirements) -> Self {
+        let map = |l: &Option<Vec<crate::bindings::ResourceQuantity>>| {
+            l.iter()
+                .flatten()
+                .map(|q| (q.name.clone(), q.quantity.clone()))
+                .collect()
+        };
+        RequirementsOut {
+            requests: map(&r.requests),
+            limits: map(&r.limits),
+        }
+    }
+}
+
+/// A resize that is not actuated.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingResizeOut {
+    /// `Deferred`, `Infeasible` or `InProgress`.
+    pub state: String,
+    /// What differs.
+    pub changes: Vec<ResourcesChangeOut>,
 }
 
 /// Node-level values for the explained pods.
@@ -141,8 +192,9 @@ pub struct Explanation {
 pub struct NodeOut {
     /// Node name.
     pub name: String,
-    /// Memory QoS files per node-level cgroup (`kubepods`, `burstable`, ...).
-    pub memory_qos: BTreeMap<String, BTreeMap<String, String>>,
+    /// Files per node-level cgroup the kubelet writes itself (`kubepods`,
+    /// `burstable`, `besteffort`, `kube-reserved`, `system-reserved`).
+    pub cgroups: BTreeMap<String, BTreeMap<String, String>>,
     /// Notes from the policy.
     pub warnings: Vec<String>,
 }
@@ -169,12 +221,12 @@ fn node_cgroup_name(cgroup: NodeCgroup) -> &'static str {
 
 impl Report {
     /// Assemble the report.
-    pub fn new(pods: Vec<Explanation>, node_name: &str, node: &NodeMemoryQos) -> Report {
+    pub fn new(pods: Vec<Explanation>, node_name: &str, node: &NodeCgroups) -> Report {
         Report {
             pods,
             node: NodeOut {
                 name: node_name.to_string(),
-                memory_qos: node
+                cgroups: node
                     .cgroups
                     .iter()
                     .map(|c| {
@@ -204,7 +256,7 @@ impl Report {
             .map(Explanation::to_table)
             .collect::<Vec<_>>()
             .join("\n");
-        if !self.node.memory_qos.is_empty() || !self.node.warnings.is_empty() {
+        if !self.node.cgroups.is_empty() || !self.node.warnings.is_empty() {
             let _ = writeln!(
                 out,
                 "\nNODE {}",
@@ -214,7 +266,7 @@ impl Report {
                     &self.node.name
                 }
             );
-            for (cgroup, files) in &self.node.memory_qos {
+            for (cgroup, files) in &self.node.cgroups {
                 let files = files
                     .iter()
                     .map(|(k, v)| format!("{k}={v}"))
@@ -268,6 +320,7 @@ impl Explanation {
             pod_cgroup: None,
             containers: Vec::new(),
             warnings: Vec::new(),
+            pending_resize: None,
         }
     }
 
@@ -307,6 +360,37 @@ impl Explanation {
                 })
                 .collect(),
             warnings: eval.warnings.clone(),
+            pending_resize: eval.pending_resize.as_ref().map(|p| PendingResizeOut {
+                state: p.state.clone(),
+                changes: p
+                    .changes
+                    .iter()
+                    .map(|c| ResourcesChangeOut {
+                        container: c.container.clone(),
+                        desired: (&c.desired).into(),
+                        allocated: (&c.allocated).into(),
+                    })
+                    .collect(),
+            }),
+        }
+    }
+
+    /// Put the resource managers' placement files over the evaluated ones
+    /// (a file in both takes the placement's value; see `placement-files`).
+    pub fn place(&mut self, files: &crate::bindings::PlacementFiles) {
+        let over = |map: &mut BTreeMap<String, String>, files: &[crate::bindings::CgroupFile]| {
+            for f in files {
+                map.insert(f.file.clone(), f.value.clone());
+            }
+        };
+        over(
+            self.pod_cgroup.get_or_insert_with(BTreeMap::new),
+            &files.pod,
+        );
+        for c in &files.containers {
+            if let Some(container) = self.containers.iter_mut().find(|x| x.name == c.name) {
+                over(&mut container.cgroup, &c.files);
+            }
         }
     }
 
@@ -371,6 +455,39 @@ impl Explanation {
                 "  {:<24} {:<8} {:>13}  {files}",
                 c.name, c.kind, c.oom_score_adj
             );
+        }
+        if let Some(pending) = &self.pending_resize {
+            let _ = writeln!(
+                out,
+                "  resize {}: values above are the allocated resources",
+                pending.state
+            );
+            let list = |m: &BTreeMap<String, String>| {
+                if m.is_empty() {
+                    "-".to_string()
+                } else {
+                    m.iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                }
+            };
+            for change in &pending.changes {
+                let who = change.container.as_deref().unwrap_or("(pod level)");
+                let _ = writeln!(
+                    out,
+                    "    {who:<22} desired requests {} limits {}",
+                    list(&change.desired.requests),
+                    list(&change.desired.limits)
+                );
+                let _ = writeln!(
+                    out,
+                    "    {:<22} allocated requests {} limits {}",
+                    "",
+                    list(&change.allocated.requests),
+                    list(&change.allocated.limits)
+                );
+            }
         }
         for w in &self.warnings {
             let _ = writeln!(out, "  warning: {w}");

@@ -28,7 +28,7 @@ pub static EMBEDDED_POLICY: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/policy.component.wasm"));
 
 /// The WIT package version this host speaks.
-pub const WIT_VERSION: &str = "0.5.0";
+pub const WIT_VERSION: &str = "0.6.0";
 
 /// Bytes of each pooled linear memory and table kept resident between
 /// instances when the kernel has `PAGEMAP_SCAN` (Linux >= 6.7): a fresh

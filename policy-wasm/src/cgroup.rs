@@ -323,8 +323,19 @@ pub fn container_resource_config(
         (None, None)
     };
 
-    let mut hugepages: BTreeMap<u64, u64> = node.hugepage_sizes.iter().map(|s| (*s, 0)).collect();
+    // Every size the node offers starts at 0 (an unset hugetlb limit is 0,
+    // not max). With pod-level resources, the pod-level hugepage limits come
+    // next and the container's own limits prevail per size (upstream
+    // `GetHugepageLimitsFromResources`, kubernetes PR 131089), so a
+    // container that sets none can use the pod's hugepages.
     // `hugepage_limits` reads only the `hugepages-*` entries.
+    let mut hugepages: BTreeMap<u64, u64> = node.hugepage_sizes.iter().map(|s| (*s, 0)).collect();
+    if node.gates.pod_level_resources
+        && pod_level_resources_set(pod)
+        && let Some(pod_limits) = pod.resources.as_ref().map(|r| r.limits())
+    {
+        hugepages.extend(hugepage_limits(pod_limits));
+    }
     hugepages.extend(hugepage_limits(c.resources.limits()));
 
     let mut unified = Vec::new();
@@ -392,7 +403,7 @@ fn common_files(
     node: &NodeConfig,
     files: &mut Vec<CgroupFile>,
 ) {
-    files.reserve(3 + hugepage_limits.len() + rc.unified.len());
+    files.reserve(3 + 2 * hugepage_limits.len() + rc.unified.len());
     let mut push = |file: String, value: String| files.push(CgroupFile { file, value });
     if let Some(weight) = weight {
         push("cpu.weight".to_owned(), decimal(weight));
@@ -403,11 +414,24 @@ fn common_files(
     );
     push("memory.max".to_owned(), bytes_or_max(rc.memory_limit));
     for limit in hugepage_limits {
-        let mut file = String::with_capacity(16);
+        let mut file = String::with_capacity(24);
         file.push_str("hugetlb.");
         push_hugetlb_size_name(&mut file, limit.page_size_bytes);
+        let stem = file.len();
         file.push_str(".max");
-        push(file, decimal(limit.limit_bytes));
+        let value = decimal(limit.limit_bytes);
+        if node.hugetlb_reservations {
+            // runc writes the reservation limit with the same value
+            // (libcontainer fs2 `setHugeTlb`), so reserved-but-unfaulted
+            // pages are bounded too.
+            let mut rsvd = String::with_capacity(file.len() + 5);
+            rsvd.push_str(&file[..stem]);
+            rsvd.push_str(".rsvd.max");
+            push(file, value.clone());
+            push(rsvd, value);
+        } else {
+            push(file, value);
+        }
     }
     for (key, value) in &rc.unified {
         push(key.clone(), value.clone());

@@ -24,7 +24,15 @@ fn decode(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<(Pod, NodeConfig)>
 
 /// Export `validate-node`.
 pub fn validate_node(node: &wit::NodeSettings) -> Vec<FieldError> {
-    NodeConfig::decode(node).err().unwrap_or_default()
+    match NodeConfig::decode(node) {
+        Err(errors) => errors,
+        Ok(_) => crate::managers::validate_config(node),
+    }
+}
+
+/// Export `managers-active`.
+pub fn managers_active(node: &wit::NodeSettings) -> bool {
+    crate::managers::places_pods(node)
 }
 
 /// Export `default-pod`.
@@ -170,6 +178,12 @@ pub fn oom_score_adjust(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<Vec<
 /// Export `evaluate`.
 pub fn evaluate(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<wit::PodEvaluation> {
     let (pod, node) = decode(pod, node)?;
+    // While a resize is pending the kubelet applies the allocated resources
+    // (`UpdatePodFromAllocation`), not the spec's.
+    let (pod, pending_resize) = match crate::resize::allocated(&pod) {
+        Some((allocated, pending)) => (allocated, Some(pending)),
+        None => (pod, None),
+    };
     let capacity = memory_capacity(&node)?;
     let gates = &node.gates;
     let class = qos::pod_qos(&pod, gates);
@@ -179,8 +193,11 @@ pub fn evaluate(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<wit::PodEval
         cgroup::pod_resource_config_from(&pod, &node, class, &totals.requests, &totals.limits);
     let pod_cgroup_files = cgroup::pod_cgroup_files(&pod_resources, &node);
     let oom = oom::PodOomFacts::new(&pod, class, capacity, gates);
+    // Ephemeral containers run like any other (no resources of their own,
+    // so capped by pod-level limits, KEP-2837 "Ephemeral Containers").
     let containers = pod
         .init_and_regular()
+        .chain(&pod.ephemeral_containers)
         .map(|c| {
             let resources = cgroup::container_resource_config(&pod, c, &node, class);
             wit::ContainerEvaluation {
@@ -199,6 +216,7 @@ pub fn evaluate(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<wit::PodEval
         pod_cgroup_files,
         containers,
         warnings: crate::memory_qos::kernel_warnings(&node),
+        pending_resize,
     })
 }
 
@@ -220,14 +238,16 @@ pub fn container_memory_high(
     ))
 }
 
-/// Export `node-memory-qos`.
-pub fn node_memory_qos(pods: &[wit::Pod], node: &wit::NodeSettings) -> Result<wit::NodeMemoryQos> {
+/// Export `node-cgroups`.
+pub fn node_cgroups(pods: &[wit::Pod], node: &wit::NodeSettings) -> Result<wit::NodeCgroups> {
     let node = NodeConfig::decode(node)?;
     let mut errors = Vec::new();
     let mut decoded = Vec::new();
     for (i, pod) in pods.iter().enumerate() {
         match Pod::decode(pod) {
             Ok(pod) => {
+                // The QoS manager sums the pods as allocated.
+                let pod = crate::resize::allocated(&pod).map_or(pod, |(allocated, _)| allocated);
                 let class = qos::pod_qos(&pod, &node.gates);
                 decoded.push((pod, class));
             }
@@ -240,8 +260,8 @@ pub fn node_memory_qos(pods: &[wit::Pod], node: &wit::NodeSettings) -> Result<wi
     if !errors.is_empty() {
         return Err(errors);
     }
-    Ok(wit::NodeMemoryQos {
-        cgroups: crate::memory_qos::node_values(&decoded, &node),
+    Ok(wit::NodeCgroups {
+        cgroups: crate::node_cgroups::node_cgroups(&decoded, &node),
         warnings: crate::memory_qos::kernel_warnings(&node),
     })
 }

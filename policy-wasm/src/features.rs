@@ -53,6 +53,10 @@ pub const KNOWN_GATES: &[GateSpec] = &[
         default: false,
     },
     GateSpec {
+        name: "InPlacePodVerticalScalingInitContainers",
+        default: true,
+    },
+    GateSpec {
         name: "KubeletOOMScoreAdjTieBreak",
         default: false,
     },
@@ -106,6 +110,7 @@ pub struct FeatureGates {
     pub in_place_pod_vertical_scaling: bool,
     pub in_place_pod_vertical_scaling_exclusive_cpus: bool,
     pub in_place_pod_vertical_scaling_exclusive_memory: bool,
+    pub in_place_pod_vertical_scaling_init_containers: bool,
     pub kubelet_oom_score_adj_tie_break: bool,
     pub memory_qos: bool,
     pub pod_level_resource_managers: bool,
@@ -139,6 +144,7 @@ impl FeatureGates {
             in_place_pod_vertical_scaling: value,
             in_place_pod_vertical_scaling_exclusive_cpus: value,
             in_place_pod_vertical_scaling_exclusive_memory: value,
+            in_place_pod_vertical_scaling_init_containers: value,
             kubelet_oom_score_adj_tie_break: value,
             memory_qos: value,
             pod_level_resource_managers: value,
@@ -167,6 +173,9 @@ impl FeatureGates {
             }
             "InPlacePodVerticalScalingExclusiveMemory" => {
                 &mut self.in_place_pod_vertical_scaling_exclusive_memory
+            }
+            "InPlacePodVerticalScalingInitContainers" => {
+                &mut self.in_place_pod_vertical_scaling_init_containers
             }
             "KubeletOOMScoreAdjTieBreak" => &mut self.kubelet_oom_score_adj_tie_break,
             "MemoryQoS" => &mut self.memory_qos,

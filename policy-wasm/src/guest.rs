@@ -19,6 +19,9 @@ impl Guest for PodPolicy {
     fn validate_node(node: NodeSettings) -> Vec<FieldError> {
         evaluate::validate_node(&node)
     }
+    fn managers_active(node: NodeSettings) -> bool {
+        evaluate::managers_active(&node)
+    }
     fn default_pod(pod: Pod, node: NodeSettings) -> Result<DefaultedPod, Vec<FieldError>> {
         evaluate::default_pod(&pod, &node)
     }
@@ -58,11 +61,8 @@ impl Guest for PodPolicy {
     ) -> Result<Option<u64>, Vec<FieldError>> {
         evaluate::container_memory_high(request_bytes, limit_bytes, qos, &node)
     }
-    fn node_memory_qos(
-        pods: Vec<Pod>,
-        node: NodeSettings,
-    ) -> Result<NodeMemoryQos, Vec<FieldError>> {
-        evaluate::node_memory_qos(&pods, &node)
+    fn node_cgroups(pods: Vec<Pod>, node: NodeSettings) -> Result<NodeCgroups, Vec<FieldError>> {
+        evaluate::node_cgroups(&pods, &node)
     }
     fn resize_plan(
         current: Pod,

@@ -53,7 +53,9 @@ pub mod memory_manager;
 pub mod memory_qos;
 pub mod model;
 pub mod node;
+pub mod node_cgroups;
 pub mod oom;
+pub mod placement;
 pub mod qos;
 pub mod quantity;
 pub mod resize;
@@ -70,7 +72,7 @@ mod guest;
 /// The policy implementation version.
 pub const POLICY_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The WIT package version this crate implements (`podpolicy:policy@...`).
-pub const WIT_VERSION: &str = "0.5.0";
+pub const WIT_VERSION: &str = "0.6.0";
 /// The Kubernetes release whose semantics and defaults this policy follows.
 pub const KUBERNETES_VERSION: &str = "1.36";
 

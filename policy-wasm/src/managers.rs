@@ -375,6 +375,8 @@ impl Machine {
 #[derive(Clone, Debug)]
 struct Config {
     gates: FeatureGates,
+    /// The CFS period in effect (for `cpu.max` without a quota).
+    cfs_period_us: u64,
     cpu_static: bool,
     cpu_options: Vec<(String, String)>,
     num_reserved_cpus: u64,
@@ -497,6 +499,7 @@ fn decode_config(node: &wit::NodeSettings) -> Result<Config> {
     };
     Ok(Config {
         gates: node_config.gates,
+        cfs_period_us: node_config.cfs_period_us,
         cpu_static,
         cpu_options,
         num_reserved_cpus,
@@ -515,6 +518,221 @@ fn decode_config(node: &wit::NodeSettings) -> Result<Config> {
             .unwrap_or_else(|| "container".to_string()),
         topology_options,
     })
+}
+
+/// Whether the node's managers place pods: the static CPU policy or the
+/// Static memory policy (a configuration that does not decode places none).
+pub fn places_pods(node: &wit::NodeSettings) -> bool {
+    decode_config(node).is_ok_and(|cfg| cfg.cpu_static || cfg.memory_static)
+}
+
+/// The resource-manager settings as the kubelet checks them when it starts
+/// (`ValidateKubeletConfiguration`, `validateReservedMemoryConfiguration`,
+/// and the managers' `NewManager` checks that need no topology): policy,
+/// scope and option names (case-sensitive: `static`, `Static`), options
+/// and their gates, `reservedMemory` entries, and, with the Static memory
+/// policy, `reservedMemory` adding up to kubeReserved + systemReserved +
+/// the hard eviction threshold for every memory type (`validateReservedMemory`).
+pub fn validate_config(node: &wit::NodeSettings) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let policy = node.topology_manager_policy.as_deref().unwrap_or("none");
+    const POLICIES: [&str; 4] = ["none", "best-effort", "restricted", "single-numa-node"];
+    if !POLICIES.contains(&policy) {
+        errors.push(field_error(
+            "topologyManagerPolicy",
+            ErrorReason::NotSupported,
+            format!(
+                "invalid configuration: topologyManagerPolicy (--topology-manager-policy) {policy:?} must be one of: [\"none\" \"best-effort\" \"restricted\" \"single-numa-node\"]"
+            ),
+            Some(truncate(policy)),
+        ));
+    }
+    let scope = node
+        .topology_manager_scope
+        .as_deref()
+        .unwrap_or("container");
+    if scope != "container" && scope != "pod" {
+        errors.push(field_error(
+            "topologyManagerScope",
+            ErrorReason::NotSupported,
+            format!(
+                "invalid configuration: topologyManagerScope (--topology-manager-scope) {scope:?} must be one of: \"container\", or \"pod\""
+            ),
+            Some(truncate(scope)),
+        ));
+    }
+    // reservedMemory entries (`validateReservedMemoryConfiguration`).
+    let mut seen = BTreeSet::new();
+    for (i, entry) in node.reserved_memory.iter().enumerate() {
+        for item in &entry.limits {
+            let field = format!("reservedMemory[{i}].limits[{}]", truncate(&item.name));
+            if !mm::is_memory_resource(&item.name) {
+                errors.push(field_error(
+                    field.clone(),
+                    ErrorReason::NotSupported,
+                    format!(
+                        "invalid configuration: the limit type {:?} for NUMA node {} is not supported, only [memory hugepages-<HugePageSize>] is accepted",
+                        item.name, entry.numa_node
+                    ),
+                    Some(truncate(&item.name)),
+                ));
+            }
+            if !seen.insert((entry.numa_node, item.name.clone())) {
+                errors.push(field_error(
+                    field.clone(),
+                    ErrorReason::Duplicate,
+                    format!(
+                        "invalid configuration: the reserved memory has a duplicate value for NUMA node {} and resource {:?}",
+                        entry.numa_node, item.name
+                    ),
+                    Some(truncate(&item.name)),
+                ));
+            }
+            if crate::quantity::Quantity::parse(&item.quantity).is_ok_and(|q| q.is_zero()) {
+                errors.push(field_error(
+                    field,
+                    ErrorReason::Invalid,
+                    format!(
+                        "invalid configuration: reserved memory may not be zero for NUMA node {} and resource {:?}",
+                        entry.numa_node, item.name
+                    ),
+                    Some(truncate(&item.quantity)),
+                ));
+            }
+        }
+    }
+    let cfg = match decode_config(node) {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            errors.extend(e);
+            return errors;
+        }
+    };
+    if !errors.is_empty() {
+        return errors;
+    }
+    // CPU manager options: the none policy takes none; the static policy
+    // parses them with their gates (`NewStaticPolicyOptions`).
+    if !cfg.cpu_static && !cfg.cpu_options.is_empty() {
+        let names: Vec<String> = cfg
+            .cpu_options
+            .iter()
+            .map(|(n, v)| format!("{n}:{v}"))
+            .collect();
+        errors.push(field_error(
+            "cpuManagerPolicyOptions",
+            ErrorReason::Forbidden,
+            format!(
+                "new none policy error: None policy: received unsupported options=map[{}]",
+                names.join(" ")
+            ),
+            None,
+        ));
+    } else if cfg.cpu_static {
+        if let Err(err) = StaticPolicyOptions::parse(
+            cfg.cpu_options
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_str())),
+            &cfg.gates,
+        ) {
+            let field = match &err {
+                CpuManagerError::UnknownOption { name }
+                | CpuManagerError::OptionNotAvailable { name, .. }
+                | CpuManagerError::BadOptionValue { name, .. } => {
+                    format!("cpuManagerPolicyOptions[{}]", truncate(name))
+                }
+                _ => "cpuManagerPolicyOptions".to_string(),
+            };
+            errors.push(field_error(
+                field,
+                ErrorReason::Invalid,
+                err.to_string(),
+                None,
+            ));
+        }
+        if let Err(err) = static_reservation(&cfg) {
+            errors.push(err.field_error());
+        }
+    }
+    if policy != "none"
+        && let Err(err) =
+            tm::new_policy_options(&cfg.topology_options, tm::OptionGates::from(&cfg.gates))
+    {
+        let field = match &err {
+            tm::TopologyError::UnknownOption(name)
+            | tm::TopologyError::AlphaOptionNotEnabled(name)
+            | tm::TopologyError::BetaOptionNotEnabled(name) => {
+                format!("topologyManagerPolicyOptions[{}]", truncate(name))
+            }
+            tm::TopologyError::BadOptionValue { option, .. }
+            | tm::TopologyError::NotAnInteger { option, .. }
+            | tm::TopologyError::MaxAllowableTooLow { option } => {
+                format!("topologyManagerPolicyOptions[{}]", truncate(option))
+            }
+            _ => "topologyManagerPolicyOptions".to_string(),
+        };
+        errors.push(field_error(
+            field,
+            ErrorReason::Invalid,
+            err.to_string(),
+            None,
+        ));
+    }
+    if cfg.memory_static {
+        if let Err(err) = mm::check_system_reserved(&cfg.reserved_memory) {
+            errors.push(field_error(
+                "reservedMemory",
+                ErrorReason::Required,
+                err.to_string(),
+                None,
+            ));
+        } else if let Ok(node_config) = NodeConfig::decode(node) {
+            errors.extend(reserved_memory_matches_allocatable(&cfg, &node_config));
+        }
+    }
+    errors
+}
+
+/// `validateReservedMemory`: per memory type, the `reservedMemory` total
+/// equals the Node Allocatable reservation of that type (kubeReserved +
+/// systemReserved, plus the hard eviction threshold for `memory`).
+fn reserved_memory_matches_allocatable(cfg: &Config, node: &NodeConfig) -> Vec<FieldError> {
+    let mut totals: BTreeMap<String, u64> = BTreeMap::new();
+    for per_numa in cfg.reserved_memory.values() {
+        for (name, bytes) in per_numa {
+            let slot = totals.entry(name.clone()).or_insert(0);
+            *slot = slot.saturating_add(*bytes);
+        }
+    }
+    let mut expected: BTreeMap<String, u64> = BTreeMap::new();
+    for reserved in [&node.kube_reserved, &node.system_reserved] {
+        for (name, q) in reserved.iter().filter(|(n, _)| mm::is_memory_resource(n)) {
+            let slot = expected.entry(name.clone()).or_insert(0);
+            *slot = slot.saturating_add(non_negative_bytes(q));
+        }
+    }
+    let memory = expected.entry(mm::MEMORY.to_string()).or_insert(0);
+    *memory = memory.saturating_add(node.eviction_hard_memory);
+    let names: BTreeSet<&String> = totals.keys().chain(expected.keys()).collect();
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let total = totals.get(name).copied().unwrap_or(0);
+            let want = expected.get(name).copied().unwrap_or(0);
+            (total != want).then(|| {
+                field_error(
+                    "reservedMemory",
+                    ErrorReason::Invalid,
+                    format!(
+                        "the total amount {:?} of type {name:?} is not equal to the value {:?} determined by Node Allocatable feature",
+                        crate::quantity::Quantity::from_value(total as i64, crate::quantity::Format::BinarySI).to_canonical_string(),
+                        crate::quantity::Quantity::from_value(want as i64, crate::quantity::Format::BinarySI).to_canonical_string(),
+                    ),
+                    None,
+                )
+            })
+        })
+        .collect()
 }
 
 /// A configuration (or state) the managers cannot start with.
@@ -1627,11 +1845,21 @@ pub fn admit(
         assignment.pod_memory.clear();
         assignment.pod_cfs_quota_disabled = false;
     }
+    let files = if rejection.is_none() {
+        let numa_nodes = inputs.machine.numa.keys().map(|id| *id as u32).collect();
+        crate::placement::placement_files(&assignment, &numa_nodes, inputs.cfg.cfs_period_us)
+    } else {
+        wit::PlacementFiles {
+            pod: Vec::new(),
+            containers: Vec::new(),
+        }
+    };
     Ok(wit::Admission {
         rejection,
         topology: admitting.decisions,
         assignment,
         state: encode_state(&states),
+        files,
     })
 }
 

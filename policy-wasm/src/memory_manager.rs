@@ -1738,7 +1738,9 @@ mod tests {
             "/../tests/vectors/k8s-managers/memory-static-policy.json"
         );
         let text = std::fs::read_to_string(path).unwrap_or_else(|err| {
-            panic!("memory vectors missing at {path}: {err}; tests/vectors is part of the repository")
+            panic!(
+                "memory vectors missing at {path}: {err}; tests/vectors is part of the repository"
+            )
         });
         serde_json::from_str(&text).unwrap_or_else(|err| panic!("{path}: invalid JSON: {err}"))
     }

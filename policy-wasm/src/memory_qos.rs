@@ -10,15 +10,15 @@
 //!   nothing; `HardReservation` (the KEP) writes memory.min = requests for
 //!   containers, pods, tiers and `kubepods`; `TieredReservation` (upstream
 //!   1.36) protects Guaranteed memory with memory.min and Burstable memory
-//!   with memory.low.
+//!   with memory.low. The node-level values (QoS cgroups, `kubepods`, the
+//!   reserved cgroups) are in `node_cgroups`.
 //!
 //! Everything here applies only with the MemoryQoS gate on a cgroup v2 node.
 
 use crate::cgroup::memory_qos_enforced;
-use crate::model::{Container, Pod};
+use crate::model::Container;
 use crate::node::NodeConfig;
-use crate::resources;
-use crate::wit::{CgroupFile, MemoryReservationPolicy, NodeCgroup, NodeCgroupValues, QosClass};
+use crate::wit::{MemoryReservationPolicy, QosClass};
 
 /// Container memory.high in bytes, or `None` when it is not written.
 /// `request`/`limit` are the container's own values; `allocatable` stands in
@@ -68,14 +68,17 @@ pub fn container_unified(c: &Container, node: &NodeConfig, qos: QosClass) -> Vec
     let mut unified = Vec::new();
     let request = bytes(c.resources.requests(), "memory");
     let limit = bytes(c.resources.limits(), "memory");
-    let min = match (node.memory_reservation_policy, qos) {
-        (MemoryReservationPolicy::None, _) => None,
-        (MemoryReservationPolicy::HardReservation, _) => request,
-        (MemoryReservationPolicy::TieredReservation, QosClass::Guaranteed) => request,
-        (MemoryReservationPolicy::TieredReservation, _) => None,
+    // TieredReservation (upstream 1.36 `generateLinuxContainerResources`):
+    // hard protection for Guaranteed memory, soft protection (memory.low)
+    // for Burstable memory; HardReservation is the KEP's memory.min for all.
+    let protection = match (node.memory_reservation_policy, qos) {
+        (MemoryReservationPolicy::None, _) | (_, QosClass::BestEffort) => None,
+        (MemoryReservationPolicy::HardReservation, _)
+        | (MemoryReservationPolicy::TieredReservation, QosClass::Guaranteed) => Some("memory.min"),
+        (MemoryReservationPolicy::TieredReservation, QosClass::Burstable) => Some("memory.low"),
     };
-    if let Some(min) = min {
-        unified.push(("memory.min".to_string(), min.to_string()));
+    if let (Some(key), Some(request)) = (protection, request) {
+        unified.push((key.to_string(), request.to_string()));
     }
     let high = container_memory_high(
         request,
@@ -118,81 +121,6 @@ pub fn parse_kernel_version(text: &str) -> Option<(u32, u32)> {
     let major = parts.next()?.parse().ok()?;
     let minor = parts.next()?.parse().ok()?;
     Some((major, minor))
-}
-
-fn file(name: &str, value: u64) -> CgroupFile {
-    CgroupFile {
-        file: name.to_string(),
-        value: value.to_string(),
-    }
-}
-
-/// Node-level Memory QoS values over every pod on the node: the QoS tiers
-/// (with `cgroupsPerQOS`), `kubepods` (with `enforceNodeAllocatable: pods`)
-/// and the reserved cgroups (with `kube-reserved` / `system-reserved`).
-pub fn node_values(pods: &[(Pod, QosClass)], node: &NodeConfig) -> Vec<NodeCgroupValues> {
-    let policy = node.memory_reservation_policy;
-    if !memory_qos_enforced(node) || policy == MemoryReservationPolicy::None {
-        return Vec::new();
-    }
-    let options = resources::kubelet_options(&node.gates);
-    let (mut guaranteed, mut burstable, mut best_effort) = (0u64, 0u64, 0u64);
-    for (pod, qos) in pods {
-        let request = resources::pod_requests(pod, &options, &node.gates)
-            .get("memory")
-            .map_or(0, |q| q.value().max(0) as u64);
-        let tier = match qos {
-            QosClass::Guaranteed => &mut guaranteed,
-            QosClass::Burstable => &mut burstable,
-            QosClass::BestEffort => &mut best_effort,
-        };
-        *tier = tier.saturating_add(request);
-    }
-    let mut out = Vec::new();
-    let mut push = |cgroup: NodeCgroup, name: &str, value: u64| {
-        if value > 0 {
-            out.push(NodeCgroupValues {
-                cgroup,
-                files: vec![file(name, value)],
-            });
-        }
-    };
-    let enforced = |what: &str| node.enforce_node_allocatable.iter().any(|e| e == what);
-    if enforced("pods") {
-        push(
-            NodeCgroup::Kubepods,
-            "memory.min",
-            guaranteed
-                .saturating_add(burstable)
-                .saturating_add(best_effort),
-        );
-    }
-    if node.cgroups_per_qos {
-        match policy {
-            MemoryReservationPolicy::TieredReservation => {
-                push(NodeCgroup::Burstable, "memory.low", burstable)
-            }
-            _ => {
-                push(NodeCgroup::Burstable, "memory.min", burstable);
-                push(NodeCgroup::Besteffort, "memory.min", best_effort);
-            }
-        }
-    }
-    if enforced("kube-reserved") {
-        push(
-            NodeCgroup::KubeReserved,
-            "memory.min",
-            bytes(&node.kube_reserved, "memory").unwrap_or(0),
-        );
-    }
-    if enforced("system-reserved") {
-        push(
-            NodeCgroup::SystemReserved,
-            "memory.min",
-            bytes(&node.system_reserved, "memory").unwrap_or(0),
-        );
-    }
-    out
 }
 
 #[cfg(test)]

@@ -62,6 +62,16 @@ pub struct NodeConfig {
     pub kernel_version: Option<String>,
     /// `cpuManagerPolicy: static`.
     pub cpu_manager_static: bool,
+    /// `memoryManagerPolicy: Static`.
+    pub memory_manager_static: bool,
+    /// The `evictionHard` `memory.available` threshold in bytes (a
+    /// percentage taken of the memory capacity).
+    pub eviction_hard_memory: u64,
+    /// Whether the kernel has hugetlb reservation limits
+    /// (`hugetlb.<size>.rsvd.max`, Linux 5.7+): runc writes them next to
+    /// `hugetlb.<size>.max` where the file exists. An unknown kernel is
+    /// taken to have them.
+    pub hugetlb_reservations: bool,
 }
 
 impl NodeConfig {
@@ -159,6 +169,29 @@ impl NodeConfig {
         hugepage_sizes.sort_unstable();
         hugepage_sizes.dedup();
 
+        let memory_capacity = capacity.get("memory").copied().unwrap_or(Quantity::ZERO);
+        let eviction_hard_memory = match &node.eviction_hard {
+            None => DEFAULT_EVICTION_HARD_MEMORY,
+            Some(thresholds) => {
+                let mut bytes = 0;
+                for (signal, threshold) in thresholds {
+                    if signal != "memory.available" {
+                        continue;
+                    }
+                    match eviction_threshold(threshold, memory_capacity) {
+                        Some(value) => bytes = value,
+                        None => errors.push(error(
+                            "evictionHard[memory.available]",
+                            ErrorReason::Invalid,
+                            "must be a quantity or a percentage between 0% and 100%",
+                            crate::model::truncate(threshold),
+                        )),
+                    }
+                }
+                bytes
+            }
+        };
+
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -191,9 +224,33 @@ impl NodeConfig {
             kube_reserved,
             system_reserved,
             kernel_version: node.kernel_version.clone(),
+            eviction_hard_memory,
             cpu_manager_static: node.cpu_manager_policy.as_deref() == Some("static"),
+            memory_manager_static: node.memory_manager_policy.as_deref() == Some("Static"),
+            hugetlb_reservations: node
+                .kernel_version
+                .as_deref()
+                .and_then(crate::memory_qos::parse_kernel_version)
+                .is_none_or(|version| version >= (5, 7)),
         })
     }
+}
+
+/// The kubelet's default `evictionHard` `memory.available` (Linux), 100Mi.
+pub const DEFAULT_EVICTION_HARD_MEMORY: u64 = 100 << 20;
+
+/// An eviction threshold in bytes: a quantity, or `N%` of `capacity`
+/// (upstream `parseThresholdStatement`; a percentage is rounded down).
+fn eviction_threshold(text: &str, capacity: Quantity) -> Option<u64> {
+    if let Some(percent) = text.strip_suffix('%') {
+        let value: f64 = percent.parse().ok()?;
+        if !(0.0..=100.0).contains(&value) {
+            return None;
+        }
+        return Some((capacity.value().max(0) as f64 * value / 100.0) as u64);
+    }
+    let quantity = Quantity::parse(text).ok()?;
+    (!quantity.is_negative()).then(|| quantity.value() as u64)
 }
 
 /// `memoryThrottlingFactor` must be in (0, 1] (KEP-2570; NaN is invalid).
@@ -240,5 +297,6 @@ pub fn default_settings() -> wit::NodeSettings {
         topology_manager_policy_options: Vec::new(),
         feature_gates: Vec::new(),
         kernel_version: None,
+        eviction_hard: None,
     }
 }

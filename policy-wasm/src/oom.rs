@@ -25,6 +25,14 @@ pub const BEST_EFFORT_OOM_SCORE_ADJ: i32 = 1000;
 /// Priority of `system-cluster-critical` and above (`SystemCriticalPriority`).
 pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
 
+/// Whether the pod is the API server's mirror of a static pod (upstream
+/// `IsMirrorPod`: the `kubernetes.io/config.mirror` annotation).
+pub fn is_mirror_pod(pod: &Pod) -> bool {
+    pod.annotations
+        .iter()
+        .any(|(k, _)| k == "kubernetes.io/config.mirror")
+}
+
 /// `IsCriticalPod`: static, mirror, or priority at least system-critical.
 pub fn is_critical_pod(pod: &Pod) -> bool {
     let annotation = |key: &str| {
@@ -34,7 +42,7 @@ pub fn is_critical_pod(pod: &Pod) -> bool {
             .map(|(_, v)| v.as_str())
     };
     let is_static = annotation("kubernetes.io/config.source").is_some_and(|source| source != "api");
-    let is_mirror = annotation("kubernetes.io/config.mirror").is_some();
+    let is_mirror = is_mirror_pod(pod);
     is_static || is_mirror || pod.priority.is_some_and(|p| p >= SYSTEM_CRITICAL_PRIORITY)
 }
 

@@ -20,7 +20,7 @@ use crate::cgroup;
 use crate::features::FeatureGates;
 use crate::model::{Container, ContainerKind, Pod, ResourceMap, decode_list, field_error};
 use crate::node::NodeConfig;
-use crate::qos::{compute_pod_qos, qos_name};
+use crate::qos::{compute_pod_qos, pod_qos};
 use crate::resources;
 use crate::wit::{
     self, CgroupFile, ErrorReason, FieldError, QosClass, ResizeDecision, ResizeDirection,
@@ -30,13 +30,22 @@ use crate::wit::{
 /// Resources that may change in place.
 const RESIZABLE: [&str; 2] = ["cpu", "memory"];
 
-/// A resize policy value, with the KEP's older `NoRestart` as an alias.
+/// A resize policy value: `RestartContainer` restarts, `NotRequired`
+/// resizes in place (upstream accepts no other value).
 fn restart_required(policy: &str) -> Option<bool> {
     match policy {
-        "NotRequired" | "NoRestart" => Some(false),
+        "NotRequired" => Some(false),
         "RestartContainer" => Some(true),
         _ => None,
     }
+}
+
+/// The container's restart policy for `resource`; unset is `NotRequired`.
+fn restarts_on(c: &Container, resource: &str) -> bool {
+    c.resize_policy
+        .iter()
+        .find(|(r, _)| r == resource)
+        .is_some_and(|(_, p)| restart_required(p) == Some(true))
 }
 
 fn without_resizable(map: &ResourceMap) -> ResourceMap {
@@ -46,174 +55,269 @@ fn without_resizable(map: &ResourceMap) -> ResourceMap {
         .collect()
 }
 
-fn invalid(field: String, reason: ErrorReason, message: impl Into<String>) -> FieldError {
-    field_error(field, reason, message)
+/// `resourcesRemoved`: a resource name of `old` is missing from `new`
+/// (lowering a value, even to zero, is not a removal).
+fn removed(old: &ResourceMap, new: &ResourceMap) -> bool {
+    old.keys().any(|k| !new.contains_key(k))
 }
 
-/// Everything the API server and the kubelet reject before any fit check.
-fn validate(current: &Pod, desired: &Pod, node: &NodeConfig) -> Vec<FieldError> {
-    let gates: &FeatureGates = &node.gates;
+fn forbidden(field: impl Into<String>, message: &str) -> FieldError {
+    field_error(field, ErrorReason::Forbidden, message)
+}
+
+/// Whether two containers differ outside cpu and memory
+/// (`dropCPUMemoryResourcesFromContainer` then a deep compare; of a
+/// container the contract carries resources and `resizePolicy`).
+fn differs_outside_cpu_memory(old: &Container, new: &Container) -> bool {
+    without_resizable(old.resources.requests()) != without_resizable(new.resources.requests())
+        || without_resizable(old.resources.limits()) != without_resizable(new.resources.limits())
+        || old.resize_policy != new.resize_policy
+}
+
+fn resources_differ(old: &Container, new: &Container) -> bool {
+    old.resources.requests() != new.resources.requests()
+        || old.resources.limits() != new.resources.limits()
+}
+
+/// The API server's `ValidatePodResize` (pkg/apis/core/validation), in its
+/// order, with its field paths and messages. The desired pod's own spec
+/// checks (request <= limit, `resizePolicy` values) come from
+/// `validation::validate_pod`, as `validatePodMetadataAndSpec` runs first
+/// upstream.
+fn validate_api(current: &Pod, desired: &Pod, gates: &FeatureGates) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if crate::oom::is_mirror_pod(current) {
+        errors.push(forbidden("", "static pods cannot be resized"));
+        return errors;
+    }
+    if current.os_name.as_deref() == Some("windows") {
+        errors.push(forbidden("", "windows pods cannot be resized"));
+        return errors;
+    }
+    if pod_qos(current, gates) != compute_pod_qos(desired, gates) {
+        let mut e = field_error(
+            "spec",
+            ErrorReason::Invalid,
+            "Pod QOS Class may not change as a result of resizing",
+        );
+        e.bad_value = Some(desired.status.qos_class.clone().unwrap_or_default());
+        errors.push(e);
+    }
+    if current.resources.is_some() || desired.resources.is_some() {
+        if !gates.in_place_pod_level_resources_vertical_scaling {
+            errors.push(forbidden(
+                "",
+                "resize of pods with pod-level resources is forbidden when InPlacePodLevelResourcesVerticalScalingEnabled feature gate is disabled",
+            ));
+            return errors;
+        }
+        if let Some(old) = &current.resources {
+            let Some(new) = &desired.resources else {
+                errors.push(forbidden(
+                    "spec.resources",
+                    "pod-level resources cannot be removed",
+                ));
+                return errors;
+            };
+            if removed(old.requests(), new.requests()) {
+                errors.push(forbidden(
+                    "spec.resources.requests",
+                    "pod-level resource requests cannot be removed",
+                ));
+            }
+            if removed(old.limits(), new.limits()) {
+                errors.push(forbidden(
+                    "spec.resources.limits",
+                    "pod-level resource limits cannot be removed",
+                ));
+            }
+        }
+        let pod_level = |p: &Pod| p.resources.clone().unwrap_or_default();
+        let (old, new) = (pod_level(current), pod_level(desired));
+        if without_resizable(old.requests()) != without_resizable(new.requests())
+            || without_resizable(old.limits()) != without_resizable(new.limits())
+        {
+            errors.push(forbidden(
+                "spec",
+                "only cpu and memory resources are mutable at pod-level",
+            ));
+        }
+    }
+    if !current.status.claims.is_empty() {
+        errors.push(forbidden(
+            "spec",
+            "pods with node allocatable resource claims cannot be resized",
+        ));
+    }
+
+    let before = errors.len();
+    ordering(
+        &current.containers,
+        &desired.containers,
+        "spec.containers",
+        "containers",
+        &mut errors,
+    );
+    ordering(
+        &current.init_containers,
+        &desired.init_containers,
+        "spec.initContainers",
+        "initContainers",
+        &mut errors,
+    );
+    if errors.len() > before {
+        return errors;
+    }
+
+    for (old, new) in current.containers.iter().zip(&desired.containers) {
+        removals(old, new, &mut errors);
+        if differs_outside_cpu_memory(old, new) {
+            errors.push(forbidden(
+                "spec",
+                "only cpu and memory resources are mutable",
+            ));
+        }
+    }
+    for (old, new) in current.init_containers.iter().zip(&desired.init_containers) {
+        let sidecar = new.kind == ContainerKind::Sidecar;
+        let resizable = sidecar || gates.in_place_pod_vertical_scaling_init_containers;
+        if resizable {
+            removals(old, new, &mut errors);
+            if differs_outside_cpu_memory(old, new) {
+                errors.push(forbidden(
+                    new.path(),
+                    "only cpu and memory resources for init or sidecar containers are mutable",
+                ));
+            }
+        }
+        if !sidecar && (resources_differ(old, new) || old.resize_policy != new.resize_policy) {
+            if !gates.in_place_pod_vertical_scaling_init_containers {
+                errors.push(forbidden(
+                    "spec",
+                    "resources for non-sidecar init containers are immutable",
+                ));
+            } else if new
+                .resize_policy
+                .iter()
+                .any(|(_, p)| p == "RestartContainer")
+            {
+                errors.push(forbidden(
+                    new.path(),
+                    "non-sidecar init containers with a resize policy of RestartContainer cannot be resized",
+                ));
+            }
+        }
+    }
+    if errors.is_empty()
+        && current.ephemeral_containers.len() == desired.ephemeral_containers.len()
+        && current
+            .ephemeral_containers
+            .iter()
+            .zip(&desired.ephemeral_containers)
+            .any(|(old, new)| old.name != new.name || resources_differ(old, new))
+        || current.ephemeral_containers.len() != desired.ephemeral_containers.len()
+    {
+        // The last deep compare of the whole spec.
+        errors.push(forbidden(
+            "spec",
+            "only cpu and memory resources are mutable",
+        ));
+    }
+    errors
+}
+
+/// `validatePodResizeContainerOrdering`.
+fn ordering(
+    old: &[Container],
+    new: &[Container],
+    path: &str,
+    noun: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    if old.len() != new.len() {
+        errors.push(forbidden(
+            path,
+            &format!("{noun} may not be added or removed on resize"),
+        ));
+        return;
+    }
+    for (i, (a, b)) in old.iter().zip(new).enumerate() {
+        if a.name != b.name {
+            errors.push(forbidden(
+                format!("{path}[{i}].name"),
+                &format!("{noun} may not be renamed or reordered on resize"),
+            ));
+        }
+    }
+}
+
+/// `validateContainerResize`'s removal checks.
+fn removals(old: &Container, new: &Container, errors: &mut Vec<FieldError>) {
+    if removed(old.resources.requests(), new.resources.requests()) {
+        errors.push(forbidden(
+            format!("{}.resources.requests", new.path()),
+            "resource requests cannot be removed",
+        ));
+    }
+    if removed(old.resources.limits(), new.resources.limits()) {
+        errors.push(forbidden(
+            format!("{}.resources.limits", new.path()),
+            "resource limits cannot be removed",
+        ));
+    }
+}
+
+/// Kubelet-side refusals that are not the API server's: the gate, and
+/// integral CPUs for a container holding exclusive CPUs when
+/// `InPlacePodVerticalScalingExclusiveCPUs` lets such pods resize.
+fn validate_kubelet(current: &Pod, desired: &Pod, node: &NodeConfig) -> Vec<FieldError> {
+    let gates = &node.gates;
     let mut errors = Vec::new();
     if !gates.in_place_pod_vertical_scaling {
-        errors.push(invalid(
-            "spec".into(),
-            ErrorReason::Forbidden,
+        errors.push(forbidden(
+            "spec",
             "in-place resize needs the InPlacePodVerticalScaling feature gate",
         ));
         return errors;
     }
-    let same_names = |a: &[Container], b: &[Container]| {
-        a.len() == b.len()
-            && a.iter()
-                .zip(b)
-                .all(|(x, y)| x.name == y.name && x.kind == y.kind)
-    };
-    if !same_names(&current.containers, &desired.containers)
-        || !same_names(&current.init_containers, &desired.init_containers)
-    {
-        errors.push(invalid(
-            "spec.containers".into(),
-            ErrorReason::Forbidden,
-            "a resize may not add, remove, rename or reorder containers",
-        ));
-        return errors;
-    }
-    let old_qos = compute_pod_qos(current, gates);
-    let new_qos = compute_pod_qos(desired, gates);
-    if old_qos != new_qos {
-        errors.push(invalid(
-            "spec".into(),
-            ErrorReason::Invalid,
-            format!(
-                "Pod QoS is immutable: a resize may not change it from {} to {}",
-                qos_name(old_qos),
-                qos_name(new_qos)
-            ),
-        ));
-    }
-    for (old, new) in current.init_and_regular().zip(desired.init_and_regular()) {
-        let path = new.path();
-        for (which, old_list, new_list) in [
-            (
-                "requests",
-                old.resources.requests(),
-                new.resources.requests(),
-            ),
-            ("limits", old.resources.limits(), new.resources.limits()),
-        ] {
-            if without_resizable(old_list) != without_resizable(new_list) {
-                errors.push(invalid(
-                    format!("{path}.resources.{which}"),
-                    ErrorReason::Forbidden,
-                    "only cpu and memory may be resized in place",
-                ));
-            }
-        }
-        if old.kind == ContainerKind::Init && old.resources != new.resources {
-            errors.push(invalid(
-                format!("{path}.resources"),
-                ErrorReason::Forbidden,
-                "resources of (non-restartable) init containers cannot be resized",
-            ));
-        }
-        for resource in RESIZABLE {
-            if let (Some(request), Some(limit)) = (
-                new.resources.requests().get(resource),
-                new.resources.limits().get(resource),
-            ) && request > limit
+    if node.cpu_manager_static && gates.in_place_pod_vertical_scaling_exclusive_cpus {
+        for (old, new) in current.init_and_regular().zip(desired.init_and_regular()) {
+            if exclusive_cpus(current, old, gates)
+                && let Some(cpu) = new.resources.requests().get("cpu")
+                && cpu.milli_value() % 1000 != 0
             {
-                errors.push(invalid(
-                    format!("{path}.resources.requests[{resource}]"),
+                errors.push(field_error(
+                    format!("{}.resources.requests[cpu]", new.path()),
                     ErrorReason::Invalid,
-                    format!(
-                        "must be less than or equal to {resource} limit of {}",
-                        limit.to_canonical_string()
-                    ),
-                ));
-            }
-        }
-        for (i, (resource, policy)) in new.resize_policy.iter().enumerate() {
-            let field = format!("{path}.resizePolicy[{i}]");
-            if !RESIZABLE.contains(&resource.as_str()) {
-                errors.push(invalid(
-                    format!("{field}.resourceName"),
-                    ErrorReason::NotSupported,
-                    "supported values: \"cpu\", \"memory\"",
-                ));
-            }
-            match restart_required(policy) {
-                None => errors.push(invalid(
-                    format!("{field}.restartPolicy"),
-                    ErrorReason::NotSupported,
-                    "supported values: \"NotRequired\", \"RestartContainer\"",
-                )),
-                Some(true) if desired.restart_policy.as_deref() == Some("Never") => {
-                    errors.push(invalid(
-                        format!("{field}.restartPolicy"),
-                        ErrorReason::Invalid,
-                        "must be NotRequired when the pod's restartPolicy is Never",
-                    ))
-                }
-                Some(_) => {}
-            }
-        }
-        if node.cpu_manager_static
-            && exclusive_cpus(current, old, gates)
-            && let Some(cpu) = new.resources.requests().get("cpu")
-            && cpu.milli_value() % 1000 != 0
-        {
-            errors.push(invalid(
-                        format!("{path}.resources.requests[cpu]"),
-                        ErrorReason::Invalid,
-                        "only integral CPU values may be set for a container with exclusive CPUs (static CPU manager policy)",
-                    ));
-        }
-    }
-    for c in &desired.ephemeral_containers {
-        if !c.resources.requests().is_empty() || !c.resources.limits().is_empty() {
-            errors.push(invalid(
-                format!("{}.resources", c.path()),
-                ErrorReason::Forbidden,
-                "ephemeral containers have no resources",
-            ));
-        }
-    }
-    let pod_level = |p: &Pod| p.resources.clone().unwrap_or_default();
-    let (old_pod, new_pod) = (pod_level(current), pod_level(desired));
-    if old_pod != new_pod {
-        if !gates.in_place_pod_level_resources_vertical_scaling {
-            errors.push(invalid(
-                "spec.resources".into(),
-                ErrorReason::Forbidden,
-                "pod-level resources can be resized only with InPlacePodLevelResourcesVerticalScaling",
-            ));
-        } else if without_resizable(old_pod.requests()) != without_resizable(new_pod.requests())
-            || without_resizable(old_pod.limits()) != without_resizable(new_pod.limits())
-        {
-            errors.push(invalid(
-                "spec.resources".into(),
-                ErrorReason::Forbidden,
-                "only pod-level cpu and memory may be resized in place",
-            ));
-        }
-        for resource in RESIZABLE {
-            if let (Some(request), Some(limit)) = (
-                new_pod.requests().get(resource),
-                new_pod.limits().get(resource),
-            ) && request > limit
-            {
-                errors.push(invalid(
-                    format!("spec.resources.requests[{resource}]"),
-                    ErrorReason::Invalid,
-                    format!(
-                        "must be less than or equal to {resource} limit of {}",
-                        limit.to_canonical_string()
-                    ),
+                    "only integral CPU values may be set for a container with exclusive CPUs (static CPU manager policy)",
                 ));
             }
         }
     }
     errors
+}
+
+/// `podResizesAdmitHandler`: a Guaranteed pod cannot resize next to the
+/// static CPU or memory manager unless the matching
+/// `InPlacePodVerticalScalingExclusive*` gate is on.
+fn infeasible_with_managers(current: &Pod, node: &NodeConfig) -> Option<String> {
+    let gates = &node.gates;
+    if pod_qos(current, gates) != QosClass::Guaranteed {
+        return None;
+    }
+    if node.cpu_manager_static && !gates.in_place_pod_vertical_scaling_exclusive_cpus {
+        return Some(
+            "Resize is infeasible for Guaranteed Pods alongside CPU Manager policy \"static\""
+                .to_string(),
+        );
+    }
+    if node.memory_manager_static && !gates.in_place_pod_vertical_scaling_exclusive_memory {
+        return Some(
+            "Resize is infeasible for Guaranteed Pods alongside Memory Manager policy \"Static\""
+                .to_string(),
+        );
+    }
+    None
 }
 
 /// Whether the static CPU manager gives `c` exclusive CPUs: a Guaranteed
@@ -444,16 +548,27 @@ pub fn plan(
     };
 
     // The desired pod must itself be valid (e.g. no container limit above a
-    // pod-level limit), as the API server checks the update.
+    // pod-level limit, `resizePolicy` values), as `ValidatePodResize` runs
+    // the spec validation first; then the resize rules themselves.
     let mut problems = crate::validation::validate_pod(desired, &node);
-    problems.extend(validate(&current_pod, &desired_pod, &node));
+    problems.extend(validate_api(&current_pod, &desired_pod, gates));
+    problems.extend(validate_kubelet(&current_pod, &desired_pod, &node));
     if !problems.is_empty() {
         let message = problems
             .iter()
-            .map(|e| format!("{}: {}", e.field, e.message))
+            .map(|e| {
+                if e.field.is_empty() {
+                    e.message.clone()
+                } else {
+                    format!("{}: {}", e.field, e.message)
+                }
+            })
             .collect::<Vec<_>>()
             .join("; ");
         return Ok(rejected(ResizeDecision::Invalid, message, problems));
+    }
+    if let Some(message) = infeasible_with_managers(&current_pod, &node) {
+        return Ok(rejected(ResizeDecision::Infeasible, message, Vec::new()));
     }
     let (decision, message) = fit(&desired_pod, &others, &node);
     if decision != ResizeDecision::Accepted {
@@ -473,6 +588,19 @@ pub fn plan(
         })
         .collect();
 
+    // `computePodResizeAction`: a container whose resize policy says
+    // RestartContainer for a resource whose request or limit changes is
+    // restarted as a whole (with its new values), even when no cgroup file
+    // changes; it gets no in-place writes.
+    let restarts: Vec<Option<&'static str>> = containers
+        .iter()
+        .map(|c| restart_for(&current_pod, c.old, &desired_pod, c.new, gates))
+        .collect();
+    // Memory QoS off on cgroup v2: a lowered or raised memory limit also
+    // resets a memory.high left from when it was on (kubernetes PR 139377).
+    let reset_memory_high =
+        node.cgroup_version == wit::CgroupVersion::V2 && !cgroup::memory_qos_enforced(&node);
+
     let mut steps = Vec::new();
     for resource in ["memory", "cpu"] {
         let (pod_up, pod_down) = changes(&old_pod_files, &new_pod_files, resource);
@@ -487,10 +615,23 @@ pub fn plan(
         );
         let mut rising = Vec::new();
         let mut falling = Vec::new();
-        for c in &containers {
-            let (up, down) = changes(&c.before, &c.after, resource);
+        for (c, restart) in containers.iter().zip(&restarts) {
+            if restart.is_some() {
+                continue;
+            }
+            let (mut up, mut down) = changes(&c.before, &c.after, resource);
             if up.is_empty() && down.is_empty() {
                 continue;
+            }
+            if reset_memory_high
+                && resource == "memory"
+                && lookup(&c.after, "memory.high").is_none()
+            {
+                let reset = CgroupFile {
+                    file: "memory.high".to_string(),
+                    value: "max".to_string(),
+                };
+                if down.is_empty() { &mut up } else { &mut down }.push(reset);
             }
             match direction_of(&up, &down, resource) {
                 ResizeDirection::Increase => rising.push((c, up, down)),
@@ -525,20 +666,6 @@ pub fn plan(
                     .map(|q| (q.milli_value() / 1000) as u64);
                 steps.push(realloc);
             }
-            let restart = c
-                .new
-                .resize_policy
-                .iter()
-                .any(|(r, p)| r == resource && restart_required(p) == Some(true));
-            if restart && c.old.resources != c.new.resources {
-                steps.push(step(
-                    ResizeStepKind::RestartContainer,
-                    Some(&c.new.name),
-                    resource,
-                    ResizeDirection::Unchanged,
-                    Vec::new(),
-                ));
-            }
         }
         // Falling pod knobs last.
         push_write(
@@ -550,12 +677,160 @@ pub fn plan(
             pod_down,
         );
     }
+    // Restarted containers start after the pod cgroup holds its new values
+    // (upstream starts them in SyncPod after `doPodResizeAction`).
+    for (c, restart) in containers.iter().zip(&restarts) {
+        if let Some(resource) = restart {
+            steps.push(step(
+                ResizeStepKind::RestartContainer,
+                Some(&c.new.name),
+                resource,
+                ResizeDirection::Unchanged,
+                Vec::new(),
+            ));
+        }
+    }
     Ok(ResizePlan {
         decision: ResizeDecision::Accepted,
         message: String::new(),
         errors: Vec::new(),
         qos_class,
         steps,
+    })
+}
+
+/// The pod as the kubelet actuates it while an in-place resize is not done
+/// (a `PodResizePending` or `PodResizeInProgress` condition with status
+/// `True`), and what is pending; `None` when the spec is what runs.
+///
+/// Upstream the pod worker syncs the pod from the allocation checkpoint
+/// (`UpdatePodFromAllocation`). The status carries that allocation as
+/// `allocatedResources` (requests only; pod-level in
+/// `status.allocatedResources`); while the resize is pending, the limits in
+/// force are the actuated ones (`status...resources.limits`). Once the
+/// resize is accepted (InProgress) the spec's limits are allocated.
+pub fn allocated(pod: &Pod) -> Option<(Pod, wit::PendingResize)> {
+    let condition = |kind: &str| {
+        pod.status
+            .conditions
+            .iter()
+            .find(|(t, status, _)| t == kind && status == "True")
+    };
+    let (state, pending) = match condition("PodResizePending") {
+        Some((_, _, reason)) => (reason.clone().unwrap_or_else(|| "Pending".into()), true),
+        None => match condition("PodResizeInProgress") {
+            Some(_) => ("InProgress".to_string(), false),
+            None => return None,
+        },
+    };
+    let mut allocated = pod.clone();
+    let mut changes = Vec::new();
+    let statuses = |kind: ContainerKind| match kind {
+        ContainerKind::Init | ContainerKind::Sidecar => &pod.status.init_container_statuses,
+        _ => &pod.status.container_statuses,
+    };
+    for c in allocated
+        .init_containers
+        .iter_mut()
+        .chain(allocated.containers.iter_mut())
+    {
+        let Some(status) = statuses(c.kind).iter().find(|s| s.name == c.name) else {
+            continue;
+        };
+        let mut resources = c.resources.clone();
+        if let Some(requests) = &status.allocated {
+            resources.requests = Some(requests.clone());
+        }
+        if pending && let Some(actuated) = &status.resources {
+            resources.limits = actuated.limits.clone();
+        }
+        if resources.requests() != c.resources.requests()
+            || resources.limits() != c.resources.limits()
+        {
+            changes.push(wit::ResourcesChange {
+                container: Some(c.name.clone()),
+                desired: requirements_to_wit(&c.resources),
+                allocated: requirements_to_wit(&resources),
+            });
+            c.resources = resources;
+        }
+    }
+    if let Some(spec) = &pod.resources {
+        let mut resources = spec.clone();
+        if let Some(requests) = &pod.status.allocated {
+            resources.requests = Some(requests.clone());
+        }
+        if pending && let Some(actuated) = &pod.status.resources {
+            resources.limits = actuated.limits.clone();
+        }
+        if resources.requests() != spec.requests() || resources.limits() != spec.limits() {
+            changes.push(wit::ResourcesChange {
+                container: None,
+                desired: requirements_to_wit(spec),
+                allocated: requirements_to_wit(&resources),
+            });
+            allocated.resources = Some(resources);
+        }
+    }
+    Some((allocated, wit::PendingResize { state, changes }))
+}
+
+fn requirements_to_wit(r: &crate::model::Requirements) -> wit::ResourceRequirements {
+    let list = |map: &Option<ResourceMap>| {
+        map.as_ref().map(|m| {
+            m.iter()
+                .map(|(name, q)| wit::ResourceQuantity {
+                    name: name.clone(),
+                    quantity: q.to_canonical_string(),
+                })
+                .collect()
+        })
+    };
+    wit::ResourceRequirements {
+        requests: list(&r.requests),
+        limits: list(&r.limits),
+    }
+}
+
+/// The (request, limit) pair of a resource as `computePodResizeAction`
+/// compares it: bytes for memory, millicores for cpu, 0 when unset; with
+/// InPlacePodLevelResourcesVerticalScaling a container without a limit
+/// takes the pod-level one (`kubeutil.GetLimits`).
+fn compared(pod: &Pod, c: &Container, resource: &str, gates: &FeatureGates) -> (i64, i64) {
+    let units = |q: Option<&crate::quantity::Quantity>| {
+        q.map_or(0, |q| {
+            if resource == "cpu" {
+                q.milli_value()
+            } else {
+                q.value()
+            }
+        })
+    };
+    let own_limit = c.resources.limits().get(resource);
+    let limit = match own_limit {
+        Some(q) if !q.is_zero() => Some(q),
+        _ if gates.in_place_pod_level_resources_vertical_scaling => pod
+            .resources
+            .as_ref()
+            .and_then(|r| r.limits().get(resource))
+            .or(own_limit),
+        _ => own_limit,
+    };
+    (units(c.resources.requests().get(resource)), units(limit))
+}
+
+/// The resource (memory before cpu) whose change makes the container
+/// restart under its resize policy, if any.
+fn restart_for(
+    current: &Pod,
+    old: &Container,
+    desired: &Pod,
+    new: &Container,
+    gates: &FeatureGates,
+) -> Option<&'static str> {
+    ["memory", "cpu"].into_iter().find(|resource| {
+        restarts_on(new, resource)
+            && compared(current, old, resource, gates) != compared(desired, new, resource, gates)
     })
 }
 

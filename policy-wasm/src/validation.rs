@@ -9,7 +9,9 @@ use crate::defaults::{default_pod, is_overcommit_allowed};
 use crate::features::FeatureGates;
 use std::fmt;
 
-use crate::model::{FieldPath, Pod, Requirements, ResourceMap, field_error};
+use crate::model::{
+    Container, ContainerKind, FieldPath, Pod, Requirements, ResourceMap, field_error,
+};
 use crate::node::NodeConfig;
 use crate::quantity::Quantity;
 use crate::resources::{self, is_hugepages, is_supported_pod_level_resource};
@@ -42,7 +44,17 @@ pub fn validate_pod(input: &wit::Pod, node: &NodeConfig) -> Vec<FieldError> {
         let item = list.index(c.index);
         validate_requirements(&c.resources, &item.field("resources"), false, &mut errors);
     }
+    for c in pod.init_and_regular() {
+        validate_resize_policy(c, pod.restart_policy.as_deref(), &mut errors);
+    }
     for c in &pod.ephemeral_containers {
+        if !c.resize_policy.is_empty() {
+            errors.push(field_error(
+                format!("{}.resizePolicy", c.path()),
+                ErrorReason::Forbidden,
+                "cannot be set for an Ephemeral Container",
+            ));
+        }
         let r = &c.resources;
         if !r.requests().is_empty() || !r.limits().is_empty() {
             errors.push(field_error(
@@ -63,6 +75,73 @@ pub fn validate_pod(input: &wit::Pod, node: &NodeConfig) -> Vec<FieldError> {
         }
     }
     errors
+}
+
+/// Upstream `validateResizePolicy` (every container) and the
+/// `validateInitContainers` rule that a non-sidecar init container may not
+/// ask for a restart.
+fn validate_resize_policy(c: &Container, pod_restart: Option<&str>, errors: &mut Vec<FieldError>) {
+    let path = format!("{}.resizePolicy", c.path());
+    let with_value = |reason, field: String, message: &str, value: &str| {
+        let mut e = field_error(field, reason, message);
+        e.bad_value = Some(crate::model::truncate(value));
+        e
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, (resource, policy)) in c.resize_policy.iter().enumerate() {
+        if !seen.insert(resource.as_str()) {
+            errors.push(with_value(
+                ErrorReason::Duplicate,
+                format!("{path}[{i}]"),
+                "Duplicate value",
+                resource,
+            ));
+        }
+        match resource.as_str() {
+            "cpu" | "memory" => {}
+            "" => errors.push(field_error(
+                path.clone(),
+                ErrorReason::Required,
+                "Required value",
+            )),
+            other => errors.push(with_value(
+                ErrorReason::NotSupported,
+                path.clone(),
+                "supported values: \"cpu\", \"memory\"",
+                other,
+            )),
+        }
+        match policy.as_str() {
+            "NotRequired" | "RestartContainer" => {}
+            "" => errors.push(field_error(
+                path.clone(),
+                ErrorReason::Required,
+                "Required value",
+            )),
+            other => errors.push(with_value(
+                ErrorReason::NotSupported,
+                path.clone(),
+                "supported values: \"NotRequired\", \"RestartContainer\"",
+                other,
+            )),
+        }
+        if pod_restart == Some("Never") && policy != "NotRequired" {
+            errors.push(with_value(
+                ErrorReason::Invalid,
+                path.clone(),
+                "must be 'NotRequired' when pod `restartPolicy` is 'Never'",
+                policy,
+            ));
+        }
+        if c.kind == ContainerKind::Init && policy == "RestartContainer" {
+            errors.push(with_value(
+                ErrorReason::Invalid,
+                format!("{path}[{i}].restartPolicy"),
+                "must not be set to 'RestartContainer' for non-sidecar initContainers",
+                policy,
+            ));
+        }
+    }
 }
 
 fn validate_pod_level(

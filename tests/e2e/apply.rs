@@ -190,7 +190,7 @@ fn expected_files(driver: Driver, report: &Value, pods: &[PathBuf]) -> BTreeMap<
             );
         }
     }
-    for (cgroup, files) in report["node"]["memoryQos"].as_object().expect("memoryQos") {
+    for (cgroup, files) in report["node"]["cgroups"].as_object().expect("node cgroups") {
         add(&node_dir(driver, cgroup), files);
     }
     want

@@ -9,6 +9,9 @@
 //! - `conformance`: the conformance vectors (tests/vectors) through the component.
 //! - `fixtures`: `explain -o json` of every pod in fixtures/pods against its golden file.
 //! - `fuzz_regressions`: findings of the fuzz targets, replayed through the component.
+//! - `kubelet_parity`: values upstream Kubernetes' own tests assert (resize
+//!   restarts and validation, pending resizes, Memory QoS tiers, node-level
+//!   cgroups, hugepages, ephemeral containers, static-manager placement).
 //! - `managers`: KEP-5526 admission and release through the component on a
 //!   fixture machine: the KEP's examples and tables, errors, properties.
 //! - `memory_qos`: KEP-2570 tables, factor validation, node-level sums.
@@ -27,6 +30,7 @@ mod fixtures;
 mod fuzz_regressions;
 mod hostile;
 mod hostile_policy;
+mod kubelet_parity;
 mod managers;
 mod memory_qos;
 mod node_state;

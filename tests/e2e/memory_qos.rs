@@ -261,7 +261,7 @@ fn node_level_values_are_sums_over_thirty_pods() {
         };
         pods.push(pod_from_json(&json).expect("pod"));
     }
-    let value = |qos: &podpolicy::bindings::NodeMemoryQos, cgroup: NodeCgroup, file: &str| {
+    let value = |qos: &podpolicy::bindings::NodeCgroups, cgroup: NodeCgroup, file: &str| {
         qos.cgroups
             .iter()
             .find(|c| c.cgroup == cgroup)
@@ -271,7 +271,7 @@ fn node_level_values_are_sums_over_thirty_pods() {
 
     let hard = memory_qos_node(MemoryReservationPolicy::HardReservation, 0.9, 4096);
     let qos = policy()
-        .node_memory_qos(&pods, &hard)
+        .node_cgroups(&pods, &hard)
         .expect("call")
         .expect("values");
     assert_eq!(
@@ -298,7 +298,7 @@ fn node_level_values_are_sums_over_thirty_pods() {
 
     let tiered = memory_qos_node(MemoryReservationPolicy::TieredReservation, 0.9, 4096);
     let qos = policy()
-        .node_memory_qos(&pods, &tiered)
+        .node_cgroups(&pods, &tiered)
         .expect("call")
         .expect("values");
     assert_eq!(
@@ -310,16 +310,23 @@ fn node_level_values_are_sums_over_thirty_pods() {
         Some(burstable)
     );
     assert_eq!(value(&qos, NodeCgroup::Burstable, "memory.min"), None);
-
-    let none = memory_qos_node(MemoryReservationPolicy::None, 0.9, 4096);
-    assert!(
-        policy()
-            .node_memory_qos(&pods, &none)
-            .expect("call")
-            .expect("values")
-            .cgroups
-            .is_empty()
+    // Upstream master (kubernetes PR 140267; test/e2e_node/memory_qos_test.go
+    // "should propagate memory protection through QoS cgroup hierarchy"):
+    // kubepods carries memory.low = the Burstable sum too.
+    assert_eq!(
+        value(&qos, NodeCgroup::Kubepods, "memory.low"),
+        Some(burstable)
     );
+
+    // pkg/kubelet/cm/qos_container_manager_linux_test.go
+    // TestQoSContainerCgroupWithMemoryReservationPolicyNone: zeros are written.
+    let none = memory_qos_node(MemoryReservationPolicy::None, 0.9, 4096);
+    let qos = policy()
+        .node_cgroups(&pods, &none)
+        .expect("call")
+        .expect("values");
+    assert_eq!(value(&qos, NodeCgroup::Kubepods, "memory.min"), Some(0));
+    assert_eq!(value(&qos, NodeCgroup::Burstable, "memory.low"), Some(0));
 }
 
 #[test]
@@ -330,7 +337,7 @@ fn node_level_errors_name_the_pod() {
         pod_from_json(&serde_json::json!({"spec": {"containers": [{"name": "c"}]}})).expect("pod");
     let node = memory_qos_node(MemoryReservationPolicy::HardReservation, 0.9, 4096);
     let errors = policy()
-        .node_memory_qos(&[good, bad], &node)
+        .node_cgroups(&[good, bad], &node)
         .expect("call")
         .expect_err("bad quantity");
     assert_eq!(

@@ -164,7 +164,11 @@ fn admit_writes_cpusets_and_never_an_empty_one() {
     assert!(!read(pod_dir.join("container-3/cpuset.mems")).is_empty());
     // An empty cpuset from a (broken) policy is refused before any write.
     let mut broken = admission.clone();
-    broken.assignment.containers[1].cpuset = Some(String::new());
+    for f in &mut broken.files.containers[1].files {
+        if f.file == "cpuset.cpus" {
+            f.value = String::new();
+        }
+    }
     let qos = podpolicy::bindings::QosClass::Guaranteed;
     let error = podpolicy::admit::cpuset_values(&broken, &pod, qos, &node, &topology)
         .expect_err("empty cpuset");

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use podpolicy::bindings::{
-    FeatureGate, NodeSettings, Pod, ResizeDecision, ResizePlan, ResizeStepKind, ResourceQuantity,
+    ErrorReason, FeatureGate, NodeSettings, Pod, ResizeDecision, ResizePlan, ResizeStepKind,
+    ResourceQuantity,
 };
 use podpolicy::conformance::resize_targets;
 use podpolicy::empty_node;
@@ -208,32 +209,71 @@ fn a_qos_change_is_invalid() {
     let desired = pod(vec![container("c1", ("1", "2"), ("1Gi", "1Gi"))]);
     let plan = plan(&current, &desired, &node());
     assert_eq!(plan.decision, ResizeDecision::Invalid);
-    assert!(
-        plan.message.contains("Pod QoS is immutable"),
-        "{}",
-        plan.message
+    // pkg/apis/core/validation/validation_test.go TestValidatePodResize
+    // "Pod QoS change, guaranteed -> burstable": spec, Invalid.
+    assert_eq!(plan.errors.len(), 1, "{:?}", plan.errors);
+    assert_eq!(plan.errors[0].field, "spec");
+    assert_eq!(plan.errors[0].reason, ErrorReason::Invalid);
+    assert_eq!(
+        plan.errors[0].message,
+        "Pod QOS Class may not change as a result of resizing"
     );
     assert!(plan.steps.is_empty());
 }
 
 #[test]
-fn a_non_integral_exclusive_cpu_resize_is_invalid_with_the_static_policy() {
+fn guaranteed_pods_resize_next_to_the_static_managers_only_with_their_gates() {
+    // pkg/kubelet/allocation/handlers.go (podResizesAdmitHandler): a
+    // Guaranteed pod next to the static CPU manager is Infeasible unless
+    // InPlacePodVerticalScalingExclusiveCPUs is on (likewise the Static
+    // memory manager and InPlacePodVerticalScalingExclusiveMemory).
     let current = pod(vec![container("c1", ("2", "2"), ("1Gi", "1Gi"))]);
-    let desired = pod(vec![container("c1", ("1500m", "1500m"), ("1Gi", "1Gi"))]);
+    let desired = pod(vec![container("c1", ("3", "3"), ("1Gi", "1Gi"))]);
     let static_node = NodeSettings {
         cpu_manager_policy: Some("static".into()),
         ..node()
     };
     let plan = plan(&current, &desired, &static_node);
+    assert_eq!(plan.decision, ResizeDecision::Infeasible);
+    assert_eq!(
+        plan.message,
+        "Resize is infeasible for Guaranteed Pods alongside CPU Manager policy \"static\""
+    );
+    let memory_node = NodeSettings {
+        memory_manager_policy: Some("Static".into()),
+        ..node()
+    };
+    let plan = policy()
+        .resize_plan(&current, &desired, &Vec::new(), &memory_node)
+        .expect("call")
+        .expect("plan");
+    assert_eq!(plan.decision, ResizeDecision::Infeasible);
+    assert_eq!(
+        plan.message,
+        "Resize is infeasible for Guaranteed Pods alongside Memory Manager policy \"Static\""
+    );
+
+    // With the gate: a non-integral request for exclusive CPUs is refused,
+    // an integral one carries a cpuset re-allocation step.
+    let gated = NodeSettings {
+        feature_gates: vec![FeatureGate {
+            name: "InPlacePodVerticalScalingExclusiveCPUs".into(),
+            enabled: true,
+        }],
+        ..static_node
+    };
+    let fractional = pod(vec![container("c1", ("1500m", "1500m"), ("1Gi", "1Gi"))]);
+    let plan = policy()
+        .resize_plan(&current, &fractional, &Vec::new(), &gated)
+        .expect("call")
+        .expect("plan");
     assert_eq!(plan.decision, ResizeDecision::Invalid);
     assert_eq!(
         plan.errors[0].field,
         "spec.containers[0].resources.requests[cpu]"
     );
-    // Integral is fine and carries a cpuset re-allocation step.
-    let desired = pod(vec![container("c1", ("3", "3"), ("1Gi", "1Gi"))]);
     let plan = policy()
-        .resize_plan(&current, &desired, &Vec::new(), &static_node)
+        .resize_plan(&current, &desired, &Vec::new(), &gated)
         .expect("call")
         .expect("plan");
     assert_eq!(plan.decision, ResizeDecision::Accepted);
@@ -242,11 +282,10 @@ fn a_non_integral_exclusive_cpu_resize_is_invalid_with_the_static_policy() {
             .iter()
             .any(|s| s.kind == ResizeStepKind::ReallocateCpus && s.cpus == Some(3))
     );
-    // Without the static policy the same non-integral resize is accepted.
-    let desired = pod(vec![container("c1", ("1500m", "1500m"), ("1Gi", "1Gi"))]);
+    // Without a static manager the same non-integral resize is accepted.
     assert_eq!(
         policy()
-            .resize_plan(&current, &desired, &Vec::new(), &node())
+            .resize_plan(&current, &fractional, &Vec::new(), &node())
             .expect("call")
             .expect("plan")
             .decision,
@@ -269,13 +308,19 @@ fn restart_policy_never_requires_not_required() {
         &node(),
     );
     let plan = plan.expect("call").expect("plan");
+    // pkg/apis/core/validation/validation.go validateResizePolicy.
     assert_eq!(plan.decision, ResizeDecision::Invalid);
-    assert!(
-        plan.errors
-            .iter()
-            .any(|e| e.field.ends_with("resizePolicy[0].restartPolicy"))
+    let error = plan
+        .errors
+        .iter()
+        .find(|e| e.field == "spec.containers[0].resizePolicy")
+        .expect("resizePolicy error");
+    assert_eq!(error.reason, ErrorReason::Invalid);
+    assert_eq!(
+        error.message,
+        "must be 'NotRequired' when pod `restartPolicy` is 'Never'"
     );
-    // With restartPolicy Always, RestartContainer adds a restart step; NoRestart is an alias of NotRequired.
+    // With restartPolicy Always, RestartContainer adds a restart step.
     let plan = policy().resize_plan(
         &mk("RestartContainer", "Always", "1Gi"),
         &mk("RestartContainer", "Always", "2Gi"),
@@ -288,9 +333,26 @@ fn restart_policy_never_requires_not_required() {
             .iter()
             .any(|s| s.kind == ResizeStepKind::RestartContainer)
     );
+    // The KEP's `NoRestart` is not an upstream value: NotSupported.
     let plan = policy().resize_plan(
         &mk("NoRestart", "Never", "1Gi"),
         &mk("NoRestart", "Never", "2Gi"),
+        &Vec::new(),
+        &node(),
+    );
+    let plan = plan.expect("call").expect("plan");
+    assert_eq!(plan.decision, ResizeDecision::Invalid);
+    assert!(
+        plan.errors
+            .iter()
+            .any(|e| e.reason == ErrorReason::NotSupported
+                && e.message == "supported values: \"NotRequired\", \"RestartContainer\""),
+        "{:?}",
+        plan.errors
+    );
+    let plan = policy().resize_plan(
+        &mk("NotRequired", "Never", "1Gi"),
+        &mk("NotRequired", "Never", "2Gi"),
         &Vec::new(),
         &node(),
     );
@@ -305,18 +367,60 @@ fn restart_policy_never_requires_not_required() {
 }
 
 #[test]
-fn init_containers_cannot_be_resized() {
-    let mk = |cpu: &str| {
-        pod_from_json(&json!({"spec": {"initContainers": [{"name": "init", "resources": {"requests": {"cpu": cpu}}}],
+fn non_sidecar_init_containers_resize_with_their_gate() {
+    // pkg/apis/core/validation/validation_test.go TestValidatePodResize:
+    // "…attempt to resize non-sidecar initContainer with FG disabled",
+    // "…with RestartContainer resize policy"; InPlacePodVerticalScalingInitContainers
+    // is on by default in 1.36.
+    let mk = |cpu: &str, policy_value: Option<&str>| {
+        let mut init = json!({"name": "init", "resources": {"requests": {"cpu": cpu}}});
+        if let Some(p) = policy_value {
+            init["resizePolicy"] = json!([{"resourceName": "cpu", "restartPolicy": p}]);
+        }
+        pod_from_json(&json!({"spec": {"initContainers": [init],
             "containers": [{"name": "c1", "resources": {"requests": {"cpu": "1"}}}]}}))
         .expect("pod")
     };
     let plan = policy()
-        .resize_plan(&mk("1"), &mk("2"), &Vec::new(), &node())
+        .resize_plan(&mk("1", None), &mk("2", None), &Vec::new(), &node())
+        .expect("call")
+        .expect("plan");
+    assert_eq!(plan.decision, ResizeDecision::Accepted, "{}", plan.message);
+    let gate_off = NodeSettings {
+        feature_gates: vec![FeatureGate {
+            name: "InPlacePodVerticalScalingInitContainers".into(),
+            enabled: false,
+        }],
+        ..node()
+    };
+    let plan = policy()
+        .resize_plan(&mk("1", None), &mk("2", None), &Vec::new(), &gate_off)
         .expect("call")
         .expect("plan");
     assert_eq!(plan.decision, ResizeDecision::Invalid);
-    assert_eq!(plan.errors[0].field, "spec.initContainers[0].resources");
+    assert_eq!(plan.errors[0].field, "spec");
+    assert_eq!(plan.errors[0].reason, ErrorReason::Forbidden);
+    assert_eq!(
+        plan.errors[0].message,
+        "resources for non-sidecar init containers are immutable"
+    );
+    let plan = policy()
+        .resize_plan(
+            &mk("1", Some("NotRequired")),
+            &mk("2", Some("RestartContainer")),
+            &Vec::new(),
+            &node(),
+        )
+        .expect("call")
+        .expect("plan");
+    assert_eq!(plan.decision, ResizeDecision::Invalid);
+    assert!(
+        plan.errors.iter().any(|e| e.field == "spec.initContainers[0]"
+            && e.message
+                == "non-sidecar init containers with a resize policy of RestartContainer cannot be resized"),
+        "{:?}",
+        plan.errors
+    );
 }
 
 /// In-memory cgroups with an optional failure at the n-th write and an
@@ -659,7 +763,8 @@ fn resize_cli_reports_rejections() {
     ]);
     assert_eq!(code, 1, "{stdout}");
     assert!(
-        stdout.contains("decision  Invalid") && stdout.contains("Pod QoS is immutable"),
+        stdout.contains("decision  Invalid")
+            && stdout.contains("Pod QOS Class may not change as a result of resizing"),
         "{stdout}"
     );
     let (code, stdout, _) = podpolicy(&[

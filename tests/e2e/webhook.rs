@@ -693,14 +693,11 @@ async fn a_resize_that_changes_the_qos_class_is_denied() {
         let response = response_of(&reply, "rs-qos");
         assert_eq!(response["allowed"], false, "{response}");
         let message = response["status"]["message"].as_str().unwrap();
+        // pkg/apis/core/validation/validation.go ValidatePodResize (test
+        // "Pod QoS change, guaranteed -> burstable" in TestValidatePodResize).
         assert!(
             message.contains("spec: Invalid value")
-                || message.contains("spec: Pod QoS is immutable")
-                || message.contains("Pod QoS is immutable"),
-            "{message}"
-        );
-        assert!(
-            message.contains("from Guaranteed to Burstable"),
+                && message.contains("Pod QOS Class may not change as a result of resizing"),
             "{message}"
         );
     }

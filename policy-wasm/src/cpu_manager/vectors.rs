@@ -18,10 +18,7 @@ use crate::features::FeatureGates;
 use crate::quantity::Quantity;
 
 fn load(relative: &str) -> Value {
-    let path = format!(
-        "{}/../tests/vectors/{relative}",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let path = format!("{}/../tests/vectors/{relative}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|err| panic!("vector file {path} is missing or unreadable: {err}"));
     serde_json::from_str(&text)

@@ -1,0 +1,80 @@
+//! The cgroup files an admission implies: cpusets from the CPU and memory
+//! managers, and `cpu.max` without a quota where CFS quota is disabled
+//! for exclusive CPUs (`DisableCPUQuotaWithExclusiveCPUs`: the kubelet sets
+//! `CpuQuota = -1` for such a container and, in `EnsureExists`, for its pod).
+//!
+//! A container without CPUs of its own runs in the node's shared pool (the
+//! default cpuset, as the CPU manager's reconcile loop keeps it); a cgroup
+//! without memory blocks may use every NUMA node. Ephemeral containers are
+//! not managed.
+
+use std::collections::BTreeSet;
+
+use crate::wit::{CgroupFile, ContainerFiles, MemoryBlock, PlacementFiles, PodAssignment};
+
+fn file(name: &str, value: String) -> CgroupFile {
+    CgroupFile {
+        file: name.to_string(),
+        value,
+    }
+}
+
+fn mems(blocks: &[MemoryBlock], all_numa_nodes: &BTreeSet<u32>) -> String {
+    let used: BTreeSet<u32> = blocks
+        .iter()
+        .flat_map(|b| b.numa_affinity.iter().copied())
+        .collect();
+    let nodes = if used.is_empty() {
+        all_numa_nodes
+    } else {
+        &used
+    };
+    nodes
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The files of `assignment` on a node whose NUMA nodes are
+/// `all_numa_nodes`, with CFS period `period_us`.
+pub fn placement_files(
+    assignment: &PodAssignment,
+    all_numa_nodes: &BTreeSet<u32>,
+    period_us: u64,
+) -> PlacementFiles {
+    let no_quota = || file("cpu.max", format!("max {period_us}"));
+    let mut pod = Vec::new();
+    if let Some(cpus) = &assignment.pod_cpuset {
+        pod.push(file("cpuset.cpus", cpus.clone()));
+    }
+    pod.push(file(
+        "cpuset.mems",
+        mems(&assignment.pod_memory, all_numa_nodes),
+    ));
+    if assignment.pod_cfs_quota_disabled {
+        pod.push(no_quota());
+    }
+    let containers = assignment
+        .containers
+        .iter()
+        .map(|c| {
+            let cpus = c
+                .cpuset
+                .clone()
+                .unwrap_or_else(|| assignment.node_shared_pool.clone());
+            let mut files = vec![
+                file("cpuset.cpus", cpus),
+                file("cpuset.mems", mems(&c.memory, all_numa_nodes)),
+            ];
+            if c.cfs_quota_disabled {
+                files.push(no_quota());
+            }
+            ContainerFiles {
+                name: c.name.clone(),
+                files,
+            }
+        })
+        .collect();
+    PlacementFiles { pod, containers }
+}
