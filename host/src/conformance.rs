@@ -1,12 +1,23 @@
 //! The conformance runner: vector files of the shape described in
-//! `shared/vectors/README.md`, every case run through the component's
-//! public interface and compared with its `expected`.
+//! `tests/vectors/README.md` (the repository's copy of the shared vectors),
+//! every case run through the component's public interface and compared
+//! with its `expected`.
 //!
 //! Each upstream function a case names maps to one adapter that builds the
 //! WIT inputs, calls the component and compares. Quantities compare
 //! numerically (as `Quantity.Cmp`). A case is skipped only when it tests an
 //! upstream internal the interface does not expose, and the reason is
 //! printed; a function no adapter knows fails, naming itself.
+//!
+//! Every adapter reads every input field its function has (the ones the
+//! files' `notes` define, not only the ones the shared cases vary) and
+//! compares every `expected` field; a field it does not know, at the top of
+//! `input` / `expected` or inside the vector shapes it decodes (options,
+//! vector pods and containers, states, hints, machine states, error
+//! objects), fails the case, so a vector with a new field cannot pass
+//! vacuously. Expected errors are strings (an exact message, or a type
+//! where the file says so), objects `{type, message, field}`, or lists of
+//! either.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -168,6 +179,16 @@ pub fn run_case(policy: &PolicyRuntime, file: &Value, case: &Value) -> Outcome {
     let name = case["name"].as_str().unwrap_or_default();
     let input = &case["input"];
     let expected = &case["expected"];
+    let dispatch = DISPATCH_KEYS
+        .iter()
+        .filter(|k| input.get(**k).is_some())
+        .count();
+    if dispatch > 1 {
+        return Outcome::Fail(format!(
+            "the input names its function more than once ({})",
+            DISPATCH_KEYS.join("/")
+        ));
+    }
     let result = match function.as_str() {
         "best-effort" | "restricted" | "single-numa-node" | "none" => {
             merge_case(policy, file, input, expected)
@@ -242,30 +263,383 @@ pub fn run_case(policy: &PolicyRuntime, file: &Value, case: &Value) -> Outcome {
 
 type CaseResultText = std::result::Result<(), String>;
 
-fn gates(input: &Value) -> Vec<FeatureGate> {
-    let gates = input
-        .get("featureGates")
-        .or_else(|| input.get("feature_gates"));
-    gates
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(name, v)| {
-                    v.as_bool().map(|enabled| FeatureGate {
+// ----------------------------------------------------------------------
+// The vector contract: every field a case carries is either read by its
+// adapter or the case fails, so a vector with a field this runner does not
+// know cannot pass vacuously.
+// ----------------------------------------------------------------------
+
+/// The keys that name a case's function; exactly one of them is given.
+const DISPATCH_KEYS: [&str; 3] = ["function", "operation", "policy"];
+
+/// Fail unless `value` is an object whose keys are all in `known`.
+fn known_keys(what: &str, value: &Value, known: &[&str]) -> CaseResultText {
+    let Some(map) = value.as_object() else {
+        return Err(format!("{what} is not an object: {value}"));
+    };
+    let unknown: Vec<&str> = map
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !known.contains(k))
+        .collect();
+    if unknown.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} has field(s) the runner does not understand: {} (known: {}); \
+             the case cannot be checked",
+            unknown.join(", "),
+            known.join(", ")
+        ))
+    }
+}
+
+/// As [`known_keys`] for an optional object: absent (`Value::Null`) is fine.
+fn known_keys_opt(what: &str, value: &Value, known: &[&str]) -> CaseResultText {
+    if value.is_null() {
+        Ok(())
+    } else {
+        known_keys(what, value, known)
+    }
+}
+
+/// The case's `input` carries only `known` fields (besides its dispatch key).
+fn input_fields(input: &Value, known: &[&str]) -> CaseResultText {
+    let all: Vec<&str> = DISPATCH_KEYS.iter().chain(known).copied().collect();
+    known_keys("input", input, &all)
+}
+
+/// The case's `expected` carries only `known` fields: each one is compared.
+fn expected_fields(expected: &Value, known: &[&str]) -> CaseResultText {
+    known_keys("expected", expected, known)
+}
+
+/// `input[key]` as an optional whole number: absent or `null` is `None`,
+/// anything else must be a non-negative integer.
+fn opt_u64(value: &Value, key: &str) -> Checked<Option<u64>> {
+    match value.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| format!("{key} is not a non-negative integer: {v}")),
+    }
+}
+
+/// `input[key]` as an optional number (absent or `null` = `None`).
+fn opt_f64(value: &Value, key: &str) -> Checked<Option<f64>> {
+    match value.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_f64()
+            .map(Some)
+            .ok_or_else(|| format!("{key} is not a number: {v}")),
+    }
+}
+
+/// `input[key]` as an optional boolean (absent or `null` = `None`).
+fn opt_bool(value: &Value, key: &str) -> Checked<Option<bool>> {
+    match value.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_bool()
+            .map(Some)
+            .ok_or_else(|| format!("{key} is not a boolean: {v}")),
+    }
+}
+
+/// `input[key]` as an optional string (absent or `null` = `None`).
+fn opt_str<'a>(value: &'a Value, key: &str) -> Checked<Option<&'a str>> {
+    match value.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_str()
+            .map(Some)
+            .ok_or_else(|| format!("{key} is not a string: {v}")),
+    }
+}
+
+/// `input[key]` as a required string.
+fn req_str<'a>(value: &'a Value, key: &str) -> Checked<&'a str> {
+    opt_str(value, key)?.ok_or_else(|| format!("{key} is missing"))
+}
+
+/// `featureGates` (or the manager files' `feature_gates`): gate -> bool.
+/// Absent gates keep the Kubernetes 1.36 defaults (the component's).
+fn gates(input: &Value) -> Checked<Vec<FeatureGate>> {
+    let gates = match (input.get("featureGates"), input.get("feature_gates")) {
+        (Some(_), Some(_)) => {
+            return Err("input has both featureGates and feature_gates".to_string());
+        }
+        (Some(g), None) | (None, Some(g)) => g,
+        (None, None) => return Ok(Vec::new()),
+    };
+    match gates {
+        Value::Null => Ok(Vec::new()),
+        Value::Object(m) => m
+            .iter()
+            .map(|(name, v)| {
+                v.as_bool()
+                    .map(|enabled| FeatureGate {
                         name: name.clone(),
                         enabled,
                     })
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+                    .ok_or_else(|| format!("feature gate {name} is not a boolean: {v}"))
+            })
+            .collect(),
+        other => Err(format!("featureGates is not a map: {other}")),
+    }
 }
 
-fn node_with_gates(input: &Value) -> NodeSettings {
-    NodeSettings {
-        feature_gates: gates(input),
+/// Set (or replace) one gate.
+fn set_gate(node: &mut NodeSettings, name: &str, enabled: bool) {
+    node.feature_gates.retain(|g| g.name != name);
+    node.feature_gates.push(FeatureGate {
+        name: name.into(),
+        enabled,
+    });
+}
+
+fn node_with_gates(input: &Value) -> Checked<NodeSettings> {
+    Ok(NodeSettings {
+        feature_gates: gates(input)?,
         ..empty_node()
+    })
+}
+
+// ----------------------------------------------------------------------
+// Expected errors: a string (its meaning is the file's: an exact message,
+// or an error type), an object `{type|reason, message, field}`, or a list
+// of either.
+// ----------------------------------------------------------------------
+
+/// What a bare string stands for in a file's expected errors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StringIs {
+    /// The error's text (`err.Error()`).
+    Message,
+    /// The error's type (`Type()`, e.g. `EmptyPodSharedPoolError`).
+    Type,
+}
+
+/// One expected error.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct WantError {
+    /// `type` (or `reason`).
+    kind: Option<String>,
+    /// `message`.
+    message: Option<String>,
+    /// `field`: a field path (prefix).
+    field: Option<String>,
+}
+
+impl std::fmt::Display for WantError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        if let Some(k) = &self.kind {
+            parts.push(format!("type {k:?}"));
+        }
+        if let Some(m) = &self.message {
+            parts.push(format!("message {m:?}"));
+        }
+        if let Some(p) = &self.field {
+            parts.push(format!("field {p:?}"));
+        }
+        write!(f, "{{{}}}", parts.join(", "))
     }
+}
+
+fn want_error(value: &Value, strings: StringIs) -> Checked<WantError> {
+    match value {
+        Value::String(s) => Ok(match strings {
+            StringIs::Message => WantError {
+                message: Some(s.clone()),
+                ..WantError::default()
+            },
+            StringIs::Type => WantError {
+                kind: Some(s.clone()),
+                ..WantError::default()
+            },
+        }),
+        Value::Object(_) => {
+            known_keys(
+                "an expected error",
+                value,
+                &["type", "reason", "message", "field"],
+            )?;
+            let kind = match (opt_str(value, "type")?, opt_str(value, "reason")?) {
+                (Some(a), Some(b)) if a != b => {
+                    return Err(format!("an expected error has type {a:?} and reason {b:?}"));
+                }
+                (a, b) => a.or(b).map(str::to_string),
+            };
+            let want = WantError {
+                kind,
+                message: opt_str(value, "message")?.map(str::to_string),
+                field: opt_str(value, "field")?.map(str::to_string),
+            };
+            if want == WantError::default() {
+                return Err("an expected error object names no type, message or field".into());
+            }
+            Ok(want)
+        }
+        other => Err(format!(
+            "an expected error is neither a string nor an object: {other}"
+        )),
+    }
+}
+
+/// The errors `expected[key]` (for each of `keys`) expects; `None` when no
+/// key is given, an empty list when they are `null` or `[]` (no error).
+fn want_errors(
+    expected: &Value,
+    keys: &[&str],
+    strings: StringIs,
+) -> Checked<Option<Vec<WantError>>> {
+    let mut out: Option<Vec<WantError>> = None;
+    for key in keys {
+        let Some(value) = expected.get(*key) else {
+            continue;
+        };
+        let list = out.get_or_insert_with(Vec::new);
+        match value {
+            Value::Null => {}
+            Value::Array(items) => {
+                for item in items {
+                    list.push(
+                        want_error(item, strings).map_err(|e| format!("expected.{key}: {e}"))?,
+                    );
+                }
+            }
+            one => list.push(want_error(one, strings).map_err(|e| format!("expected.{key}: {e}"))?),
+        }
+    }
+    Ok(out)
+}
+
+/// The kubelet's name for a manager error kind (`Type()` of its Go error).
+fn manager_kind_names(kind: wit::ManagerErrorKind) -> &'static [&'static str] {
+    use wit::ManagerErrorKind as K;
+    match kind {
+        K::Configuration => &["configuration"],
+        K::TopologyAffinity => &["topology-affinity", "TopologyAffinityError"],
+        K::SmtAlignment => &["smt-alignment", "SMTAlignmentError"],
+        K::EmptyPodSharedPool => &["empty-pod-shared-pool", "EmptyPodSharedPoolError"],
+        K::UnexpectedAdmission => &["unexpected-admission", "UnexpectedAdmissionError"],
+    }
+}
+
+/// Whether a manager error is the expected one: its type is the error's
+/// admission reason, kind or failing function; its message is equal (the
+/// manager files: "error strings are the exact Go error texts"). Manager
+/// errors carry no field path, so an expected `field` never matches.
+fn manager_error_matches(want: &WantError, got: &wit::ManagerError) -> bool {
+    let kind_ok = want.kind.as_deref().is_none_or(|k| {
+        (!got.reason.is_empty() && k == got.reason)
+            || k == got.function
+            || manager_kind_names(got.kind).contains(&k)
+    });
+    let message_ok = want.message.as_deref().is_none_or(|m| m == got.message);
+    kind_ok && message_ok && want.field.is_none()
+}
+
+/// Compare a manager operation's error (or success) with the expected errors
+/// (`None`/empty: no error expected); every expected entry must match.
+fn check_manager_error(
+    problems: &mut Vec<String>,
+    want: &[WantError],
+    got: Option<&wit::ManagerError>,
+) {
+    match (want.is_empty(), got) {
+        (true, None) => {}
+        (true, Some(e)) => problems.push(format!(
+            "unexpected error from {}: {} {:?}",
+            e.function, e.reason, e.message
+        )),
+        (false, None) => problems.push(format!(
+            "expected error {}, the call succeeded",
+            want.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        (false, Some(e)) => {
+            for w in want {
+                if !manager_error_matches(w, e) {
+                    let field = if w.field.is_some() {
+                        " (manager errors have no field path)"
+                    } else {
+                        ""
+                    };
+                    problems.push(format!(
+                        "expected error {w}{field}, got {:?} from {} (reason {:?}, kind {:?})",
+                        e.message, e.function, e.reason, e.kind
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// The WIT reason a Kubernetes `field.ErrorType` name stands for: its Go
+/// constant (`FieldValueInvalid`), its short name (`Invalid`), its `String()`
+/// (`Invalid value`) or the WIT name (`invalid`).
+fn reason_from_name(name: &str) -> Checked<wit::ErrorReason> {
+    use wit::ErrorReason as R;
+    Ok(match name {
+        "FieldValueInvalid" | "Invalid" | "Invalid value" | "invalid" => R::Invalid,
+        "FieldValueForbidden" | "Forbidden" | "forbidden" => R::Forbidden,
+        "FieldValueNotSupported" | "NotSupported" | "Unsupported value" | "not-supported" => {
+            R::NotSupported
+        }
+        "FieldValueRequired" | "Required" | "Required value" | "required" => R::Required,
+        "FieldValueDuplicate" | "Duplicate" | "Duplicate value" | "duplicate" => R::Duplicate,
+        "FieldValueTooLong" | "TooLong" | "Too long" | "FieldValueTooMany" | "TooMany"
+        | "Too many" | "too-long" => R::TooLong,
+        other => return Err(format!("unknown field error type `{other}`")),
+    })
+}
+
+/// Whether a field error is the expected one: same reason, a field path equal
+/// to or extending the expected one, a message containing the expected one
+/// (a bare string may also match the rendered `field: message (Reason)` line).
+fn field_error_matches(want: &WantError, got: &wit::FieldError) -> Checked<bool> {
+    let reason_ok = match want.kind.as_deref() {
+        None => true,
+        Some(k) => reason_from_name(k)? == got.reason,
+    };
+    let field_ok = want
+        .field
+        .as_deref()
+        .is_none_or(|f| got.field.starts_with(f));
+    let message_ok = want.message.as_deref().is_none_or(|m| {
+        got.message.contains(m) || format_field_errors(std::slice::from_ref(got)).contains(m)
+    });
+    Ok(reason_ok && field_ok && message_ok)
+}
+
+/// Every expected error matched by a distinct actual one (extra actual errors allowed).
+fn check_field_errors(want: &[WantError], got: &[wit::FieldError]) -> CaseResultText {
+    let mut used = vec![false; got.len()];
+    for w in want {
+        let mut found = None;
+        for (i, e) in got.iter().enumerate() {
+            if !used[i] && field_error_matches(w, e)? {
+                found = Some(i);
+                break;
+            }
+        }
+        match found {
+            Some(i) => used[i] = true,
+            None => {
+                return Err(format!(
+                    "expected an error {w}; got:\n{}",
+                    format_field_errors(got)
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn pod(value: &Value) -> std::result::Result<wit::Pod, String> {
@@ -328,29 +702,48 @@ fn compare_amounts(what: &str, expected: &Value, actual: &[ResourceAmount]) -> C
     }
 }
 
-fn options(input: &Value) -> PodResourcesOptions {
+/// `input.options`: Go `PodResourcesOptions` in lowerCamelCase; missing = false/nil.
+fn options(input: &Value) -> Checked<PodResourcesOptions> {
     let o = &input["options"];
-    let flag = |k: &str| o.get(k).and_then(Value::as_bool).unwrap_or(false);
-    PodResourcesOptions {
-        exclude_overhead: flag("excludeOverhead"),
-        use_status_resources: flag("useStatusResources"),
+    known_keys_opt(
+        "input.options",
+        o,
+        &[
+            "excludeOverhead",
+            "useStatusResources",
+            "inPlacePodLevelResourcesVerticalScalingEnabled",
+            "nonMissingContainerRequests",
+            "skipPodLevelResources",
+            "skipContainerLevelResources",
+        ],
+    )?;
+    let flag = |k: &str| opt_bool(o, k).map(Option::unwrap_or_default);
+    let non_missing = match o.get("nonMissingContainerRequests") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(m)) => Some(
+            m.iter()
+                .map(|(name, q)| {
+                    Ok(wit::ResourceQuantity {
+                        name: name.clone(),
+                        quantity: quantity_text(q).ok_or_else(|| {
+                            format!("nonMissingContainerRequests[{name}] is not a quantity: {q}")
+                        })?,
+                    })
+                })
+                .collect::<Checked<Vec<_>>>()?,
+        ),
+        Some(other) => return Err(format!("nonMissingContainerRequests is not a map: {other}")),
+    };
+    Ok(PodResourcesOptions {
+        exclude_overhead: flag("excludeOverhead")?,
+        use_status_resources: flag("useStatusResources")?,
         in_place_pod_level_resources_vertical_scaling_enabled: flag(
             "inPlacePodLevelResourcesVerticalScalingEnabled",
-        ),
-        non_missing_container_requests: o
-            .get("nonMissingContainerRequests")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .map(|(name, q)| wit::ResourceQuantity {
-                        name: name.clone(),
-                        quantity: q.as_str().map_or_else(|| q.to_string(), str::to_string),
-                    })
-                    .collect()
-            }),
-        skip_pod_level_resources: flag("skipPodLevelResources"),
-        skip_container_level_resources: flag("skipContainerLevelResources"),
-    }
+        )?,
+        non_missing_container_requests: non_missing,
+        skip_pod_level_resources: flag("skipPodLevelResources")?,
+        skip_container_level_resources: flag("skipContainerLevelResources")?,
+    })
 }
 
 fn effective_case(
@@ -359,8 +752,10 @@ fn effective_case(
     input: &Value,
     expected: &Value,
 ) -> CaseResultText {
+    input_fields(input, &["pod", "options", "featureGates"])?;
+    expected_fields(expected, &["requests", "limits"])?;
     let pod = pod(&input["pod"])?;
-    let eff = call(policy.effective_resources(&pod, &options(input), &node_with_gates(input)))?;
+    let eff = call(policy.effective_resources(&pod, &options(input)?, &node_with_gates(input)?))?;
     let aggregate = function.starts_with("Aggregate");
     if let Some(want) = expected.get("requests") {
         let got = if aggregate {
@@ -394,8 +789,10 @@ fn predicate_case(
     input: &Value,
     expected: &Value,
 ) -> CaseResultText {
+    input_fields(input, &["pod", "options", "featureGates"])?;
+    expected_fields(expected, &["result"])?;
     let pod = pod(&input["pod"])?;
-    let eff = call(policy.effective_resources(&pod, &options(input), &node_with_gates(input)))?;
+    let eff = call(policy.effective_resources(&pod, &options(input)?, &node_with_gates(input)?))?;
     let got = if function == "IsPodLevelResourcesSet" {
         eff.pod_level_resources_set
     } else {
@@ -416,14 +813,14 @@ fn supported_resource_case(
     input: &Value,
     expected: &Value,
 ) -> CaseResultText {
-    let name = input["resourceName"]
-        .as_str()
-        .ok_or("input.resourceName is not a string")?;
+    input_fields(input, &["resourceName", "featureGates"])?;
+    expected_fields(expected, &["result"])?;
+    let name = req_str(input, "resourceName")?;
     let pod = pod(&serde_json::json!({
         "spec": {"resources": {"limits": {name: "1Gi"}}, "containers": [{"name": "c"}]}
     }))?;
     let errors = policy
-        .validate_pod(&pod, &empty_node())
+        .validate_pod(&pod, &node_with_gates(input)?)
         .map_err(|e| format!("calling the component failed: {e:#}"))?;
     let rejected = errors
         .iter()
@@ -439,100 +836,158 @@ fn supported_resource_case(
     }
 }
 
+/// An optional integer of `expected` (absent = not asserted).
+fn expected_i64(expected: &Value, key: &str) -> Checked<Option<i64>> {
+    match expected.get(key) {
+        None => Ok(None),
+        Some(v) => v
+            .as_i64()
+            .map(Some)
+            .ok_or_else(|| format!("expected.{key} is not an integer: {v}")),
+    }
+}
+
+/// `GetContainerOOMScoreAdjust`: `oomScoreAdj` exact, `oomScoreAdjMin` /
+/// `oomScoreAdjMax` bounds; each one given is checked.
 fn oom_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseResultText {
+    input_fields(
+        input,
+        &["pod", "containerName", "memoryCapacity", "featureGates"],
+    )?;
+    expected_fields(
+        expected,
+        &["oomScoreAdj", "oomScoreAdjMin", "oomScoreAdjMax"],
+    )?;
     let pod = pod(&input["pod"])?;
-    let capacity = input["memoryCapacity"]
-        .as_u64()
-        .ok_or("input.memoryCapacity is not a number")?;
+    let capacity = quantity_text(&input["memoryCapacity"])
+        .ok_or("input.memoryCapacity is not a quantity (bytes)")?;
     let node = NodeSettings {
         capacity: vec![wit::ResourceQuantity {
             name: "memory".into(),
-            quantity: capacity.to_string(),
+            quantity: capacity,
         }],
-        ..node_with_gates(input)
+        ..node_with_gates(input)?
     };
-    let name = input["containerName"]
-        .as_str()
-        .ok_or("input.containerName is not a string")?;
+    let name = req_str(input, "containerName")?;
     let scores = call(policy.oom_score_adjust(&pod, &node))?;
     let (_, got) = scores
         .iter()
         .find(|(n, _)| n == name)
         .ok_or_else(|| format!("no score for container `{name}`"))?;
-    let low = expected["oomScoreAdjMin"]
-        .as_i64()
-        .or(expected["oomScoreAdj"].as_i64())
-        .ok_or("no expected score")?;
-    let high = expected["oomScoreAdjMax"]
-        .as_i64()
-        .or(expected["oomScoreAdj"].as_i64())
-        .ok_or("no expected score")?;
     let got = i64::from(*got);
-    if (low..=high).contains(&got) {
-        Ok(())
-    } else {
-        Err(format!("expected {low}..={high}, got {got}"))
+    let exact = expected_i64(expected, "oomScoreAdj")?;
+    let low = expected_i64(expected, "oomScoreAdjMin")?;
+    let high = expected_i64(expected, "oomScoreAdjMax")?;
+    if exact.is_none() && low.is_none() && high.is_none() {
+        return Err("no expected score".into());
     }
+    let mut problems = Vec::new();
+    if let Some(want) = exact
+        && got != want
+    {
+        problems.push(format!("expected {want}, got {got}"));
+    }
+    if let Some(low) = low
+        && got < low
+    {
+        problems.push(format!("expected at least {low}, got {got}"));
+    }
+    if let Some(high) = high
+        && got > high
+    {
+        problems.push(format!("expected at most {high}, got {got}"));
+    }
+    finish(problems)
 }
 
 fn reservation_policy(
     input: &Value,
 ) -> std::result::Result<Option<wit::MemoryReservationPolicy>, String> {
-    Ok(
-        match input.get("memoryReservationPolicy").and_then(Value::as_str) {
-            None => None,
-            Some("None") => Some(wit::MemoryReservationPolicy::None),
-            Some("HardReservation") => Some(wit::MemoryReservationPolicy::HardReservation),
-            Some("TieredReservation") => Some(wit::MemoryReservationPolicy::TieredReservation),
-            Some(other) => return Err(format!("unknown memoryReservationPolicy `{other}`")),
-        },
-    )
+    Ok(match opt_str(input, "memoryReservationPolicy")? {
+        None => None,
+        Some("None") => Some(wit::MemoryReservationPolicy::None),
+        Some("HardReservation") => Some(wit::MemoryReservationPolicy::HardReservation),
+        Some("TieredReservation") => Some(wit::MemoryReservationPolicy::TieredReservation),
+        Some(other) => return Err(format!("unknown memoryReservationPolicy `{other}`")),
+    })
 }
 
+/// `ResourceConfigForPod(pod, enforceCPULimits, cpuPeriod, enforceMemoryQoS)`
+/// with the reservation policy and gates as node settings.
 fn resource_config_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseResultText {
+    input_fields(
+        input,
+        &[
+            "pod",
+            "featureGates",
+            "enforceCPULimits",
+            "cpuPeriod",
+            "enforceMemoryQoS",
+            "memoryReservationPolicy",
+        ],
+    )?;
+    expected_fields(
+        expected,
+        &[
+            "cpuShares",
+            "cpuQuota",
+            "cpuPeriod",
+            "memory",
+            "hugePageLimit",
+            "unified",
+        ],
+    )?;
     let pod = pod(&input["pod"])?;
-    let mut node = node_with_gates(input);
-    node.cpu_cfs_quota = input.get("enforceCPULimits").and_then(Value::as_bool);
+    let mut node = node_with_gates(input)?;
+    node.cpu_cfs_quota = opt_bool(input, "enforceCPULimits")?;
     // Without CustomCPUCFSQuotaPeriod the kubelet forces the 100ms period
-    // (and its config validation rejects another), so the Go argument only
-    // reaches the node settings when the gate is on.
+    // (MilliCPUToQuota ignores its argument, and config validation rejects
+    // another), so the Go argument only reaches the node settings when the gate is on.
     let custom_period = node
         .feature_gates
         .iter()
         .any(|g| g.name == "CustomCPUCFSQuotaPeriod" && g.enabled);
-    node.cpu_cfs_quota_period_us = input
-        .get("cpuPeriod")
-        .and_then(Value::as_u64)
-        .filter(|p| *p != 0 && custom_period);
-    if input.get("enforceMemoryQoS").and_then(Value::as_bool) == Some(true) {
-        node.feature_gates.push(FeatureGate {
-            name: "MemoryQoS".into(),
-            enabled: true,
-        });
+    node.cpu_cfs_quota_period_us =
+        opt_u64(input, "cpuPeriod")?.filter(|p| *p != 0 && custom_period);
+    // The Go argument decides whether memory QoS values are computed at all.
+    if let Some(enforce) = opt_bool(input, "enforceMemoryQoS")? {
+        set_gate(&mut node, "MemoryQoS", enforce);
     }
     node.memory_reservation_policy = reservation_policy(input)?;
     let rc = call(policy.pod_resource_config(&pod, &node))?;
     let mut problems = Vec::new();
-    let mut check = |key: &str, got: Option<i128>| {
+    let mut check = |key: &str, got: Option<i128>| -> CaseResultText {
         if let Some(want) = expected.get(key) {
-            let want = want
-                .as_i64()
-                .map(i128::from)
-                .or_else(|| want.as_u64().map(i128::from));
+            let want = match want {
+                Value::Null => None,
+                v => Some(
+                    v.as_i64()
+                        .map(i128::from)
+                        .or_else(|| v.as_u64().map(i128::from))
+                        .ok_or_else(|| format!("expected.{key} is not an integer: {v}"))?,
+                ),
+            };
             if want != got {
                 problems.push(format!("{key}: expected {want:?}, got {got:?}"));
             }
         }
+        Ok(())
     };
-    check("cpuShares", rc.cpu_shares.map(i128::from));
-    check("cpuQuota", rc.cpu_quota.map(i128::from));
-    check("cpuPeriod", rc.cpu_period.map(i128::from));
-    check("memory", rc.memory_limit.map(i128::from));
+    check("cpuShares", rc.cpu_shares.map(i128::from))?;
+    check("cpuQuota", rc.cpu_quota.map(i128::from))?;
+    check("cpuPeriod", rc.cpu_period.map(i128::from))?;
+    check("memory", rc.memory_limit.map(i128::from))?;
     if let Some(want) = expected.get("hugePageLimit") {
         compare_hugepages(want, rc.hugepage_limits.as_deref().unwrap_or_default())
             .unwrap_or_else(|p| problems.push(p));
     }
-    if let Some(want) = expected.get("unified").and_then(Value::as_object) {
+    if let Some(want) = expected.get("unified") {
+        let empty = Map::new();
+        let want = match want {
+            Value::Null => &empty,
+            Value::Object(m) => m,
+            other => return Err(format!("expected.unified is not a map: {other}")),
+        };
         let got: Map<String, Value> = rc
             .unified
             .iter()
@@ -551,11 +1006,7 @@ fn resource_config_case(policy: &PolicyRuntime, input: &Value, expected: &Value)
             problems.push(format!("unified: expected {want:?}, got {got:?}"));
         }
     }
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems.join("; "))
-    }
+    finish(problems)
 }
 
 /// hugePageLimit is compared only when either side is non-empty (as the Go test does).
@@ -588,14 +1039,32 @@ fn compare_hugepages(want: &Value, got: &[wit::HugepageLimit]) -> CaseResultText
     }
 }
 
+/// `HugePageLimits(resourceList)`, through its public face: `alsoCheck`
+/// (the only form the shared files use) says `ResourceConfigForPod` of a pod
+/// with one container requesting `resourceList` (CPU limits not enforced,
+/// period 0, no memory QoS, policy None) must give the same map, and that
+/// is the call made.
 fn hugepage_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseResultText {
+    input_fields(input, &["resourceList", "alsoCheck", "featureGates"])?;
+    expected_fields(expected, &["hugePageLimitBytesByPageSizeBytes"])?;
+    if let Some(also) = opt_str(input, "alsoCheck")?
+        && !also.starts_with("ResourceConfigForPod(")
+    {
+        return Err(format!(
+            "input.alsoCheck names a check the runner does not know: {also}"
+        ));
+    }
+    let resources = &input["resourceList"];
+    if !resources.is_object() {
+        return Err(format!("input.resourceList is not a map: {resources}"));
+    }
     let pod = pod(&serde_json::json!({
-        "spec": {"containers": [{"name": "c", "resources": {"requests": input["resourceList"].clone()}}]}
+        "spec": {"containers": [{"name": "c", "resources": {"requests": resources.clone()}}]}
     }))?;
-    let node = NodeSettings {
-        cpu_cfs_quota: Some(false),
-        ..empty_node()
-    };
+    let mut node = node_with_gates(input)?;
+    node.cpu_cfs_quota = Some(false);
+    set_gate(&mut node, "MemoryQoS", false);
+    node.memory_reservation_policy = Some(wit::MemoryReservationPolicy::None);
     let rc = call(policy.pod_resource_config(&pod, &node))?;
     compare_hugepages(
         &expected["hugePageLimitBytesByPageSizeBytes"],
@@ -609,11 +1078,13 @@ fn qos_case(
     input: &Value,
     expected: &Value,
 ) -> CaseResultText {
+    input_fields(input, &["pod", "featureGates"])?;
+    expected_fields(expected, &["qosClass"])?;
     let mut pod = pod(&input["pod"])?;
     if function == "ComputePodQOS" {
         pod.status.qos_class = None;
     }
-    let got = call(policy.qos_class(&pod, &node_with_gates(input)))?;
+    let got = call(policy.qos_class(&pod, &node_with_gates(input)?))?;
     let got = match got {
         QosClass::Guaranteed => "Guaranteed",
         QosClass::Burstable => "Burstable",
@@ -673,6 +1144,7 @@ fn compare_requirements(
             }
         }
         Value::Object(m) => {
+            known_keys(what, expected, &["requests", "limits"])?;
             if let Some(want) = m.get("requests") {
                 compare_amounts(&format!("{what}.requests"), want, &requests)?;
             }
@@ -686,15 +1158,24 @@ fn compare_requirements(
 }
 
 fn defaulting_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseResultText {
+    input_fields(input, &["pod", "featureGates"])?;
+    expected_fields(expected, &["pod"])?;
     let pod = pod(&input["pod"])?;
-    let defaulted = call(policy.default_pod(&pod, &node_with_gates(input)))?;
+    let defaulted = call(policy.default_pod(&pod, &node_with_gates(input)?))?;
     let want = &expected["pod"];
+    known_keys(
+        "expected.pod",
+        want,
+        &["resources", "containers", "initContainers"],
+    )?;
     if let Some(resources) = want.get("resources") {
         compare_requirements("spec.resources", resources, &defaulted.pod.spec.resources)?;
     }
     for key in ["containers", "initContainers"] {
-        let Some(map) = want.get(key).and_then(Value::as_object) else {
-            continue;
+        let map = match want.get(key) {
+            None => continue,
+            Some(Value::Object(map)) => map,
+            Some(other) => return Err(format!("expected.pod.{key} is not a map: {other}")),
         };
         let list = if key == "containers" {
             &defaulted.pod.spec.containers
@@ -712,58 +1193,70 @@ fn defaulting_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> C
     Ok(())
 }
 
+/// `ValidatePodResources`: `valid`, and `errors` (each a `{field, reason}`
+/// or `{type, message, field}` object, or a message string) matched by
+/// distinct actual errors: same reason, field equal or extended, message contained.
 fn validation_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseResultText {
+    input_fields(input, &["pod", "featureGates"])?;
+    expected_fields(expected, &["valid", "errors", "error", "err"])?;
     let pod = pod(&input["pod"])?;
     let errors = policy
-        .validate_pod(&pod, &node_with_gates(input))
+        .validate_pod(&pod, &node_with_gates(input)?)
         .map_err(|e| format!("calling the component failed: {e:#}"))?;
-    let want_valid = expect_bool(expected, "valid")?;
+    let want_errors = want_errors(expected, &["errors", "error", "err"], StringIs::Message)?;
+    let want_valid = match expected.get("valid") {
+        Some(_) => expect_bool(expected, "valid")?,
+        None => want_errors
+            .as_ref()
+            .map(Vec::is_empty)
+            .ok_or("expected has neither valid nor errors")?,
+    };
     if errors.is_empty() != want_valid {
         return Err(format!(
             "expected valid={want_valid}; errors:\n{}",
             format_field_errors(&errors)
         ));
     }
-    let Some(want_errors) = expected.get("errors").and_then(Value::as_array) else {
-        return Ok(());
-    };
-    let mut used = vec![false; errors.len()];
-    for want in want_errors {
-        let field = want["field"].as_str().unwrap_or_default();
-        let reason = want["reason"].as_str().unwrap_or_default();
-        let found = errors.iter().enumerate().position(|(i, e)| {
-            !used[i] && crate::reason_name(e.reason) == reason && e.field.starts_with(field)
-        });
-        match found {
-            Some(i) => used[i] = true,
-            None => {
-                return Err(format!(
-                    "expected a {reason} error at {field}; got:\n{}",
-                    format_field_errors(&errors)
-                ));
-            }
-        }
+    match want_errors {
+        Some(want) => check_field_errors(&want, &errors),
+        None => Ok(()),
     }
-    Ok(())
 }
 
+/// `ValidateMemoryThrottlingFactor(factor)`: node validation of
+/// `memoryThrottlingFactor`; `errors` (if given) as in [`validation_case`].
 fn factor_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseResultText {
-    let factor = input["factor"]
-        .as_f64()
-        .ok_or("input.factor is not a number")?;
+    input_fields(input, &["factor", "featureGates"])?;
+    expected_fields(expected, &["valid", "errors", "error", "err"])?;
+    let factor = opt_f64(input, "factor")?.ok_or("input.factor is missing")?;
     let node = NodeSettings {
         memory_throttling_factor: Some(factor),
-        ..empty_node()
+        ..node_with_gates(input)?
     };
-    let errors = policy
+    let errors: Vec<wit::FieldError> = policy
         .validate_node(&node)
-        .map_err(|e| format!("calling the component failed: {e:#}"))?;
-    let valid = !errors.iter().any(|e| e.field == "memoryThrottlingFactor");
-    let want = expect_bool(expected, "valid")?;
-    if valid == want {
-        Ok(())
-    } else {
-        Err(format!("expected valid={want}, got {valid}"))
+        .map_err(|e| format!("calling the component failed: {e:#}"))?
+        .into_iter()
+        .filter(|e| e.field == "memoryThrottlingFactor")
+        .collect();
+    let valid = errors.is_empty();
+    let want_errors = want_errors(expected, &["errors", "error", "err"], StringIs::Message)?;
+    let want = match expected.get("valid") {
+        Some(_) => expect_bool(expected, "valid")?,
+        None => want_errors
+            .as_ref()
+            .map(Vec::is_empty)
+            .ok_or("expected has neither valid nor errors")?,
+    };
+    if valid != want {
+        return Err(format!(
+            "expected valid={want}, got {valid}: {}",
+            format_field_errors(&errors)
+        ));
+    }
+    match want_errors {
+        Some(want) => check_field_errors(&want, &errors),
+        None => Ok(()),
     }
 }
 
@@ -779,26 +1272,41 @@ fn qos_from_name(name: &str) -> std::result::Result<QosClass, String> {
 /// `ContainerMemoryHigh`: node allocatable, factor and page size go into the
 /// node settings; the container's request/limit and the pod's class are the arguments.
 fn memory_high_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseResultText {
-    let allocatable = input["nodeAllocatableBytes"]
-        .as_u64()
-        .ok_or("input.nodeAllocatableBytes is not a number")?;
+    input_fields(
+        input,
+        &[
+            "requestBytes",
+            "limitBytes",
+            "nodeAllocatableBytes",
+            "memoryThrottlingFactor",
+            "pageSizeBytes",
+            "qosClass",
+            "featureGates",
+        ],
+    )?;
+    expected_fields(expected, &["memoryHigh"])?;
+    let allocatable =
+        opt_u64(input, "nodeAllocatableBytes")?.ok_or("input.nodeAllocatableBytes is missing")?;
     let node = NodeSettings {
         allocatable: Some(vec![wit::ResourceQuantity {
             name: "memory".into(),
             quantity: allocatable.to_string(),
         }]),
-        memory_throttling_factor: input["memoryThrottlingFactor"].as_f64(),
-        page_size_bytes: input["pageSizeBytes"].as_u64(),
-        ..empty_node()
+        memory_throttling_factor: opt_f64(input, "memoryThrottlingFactor")?,
+        page_size_bytes: opt_u64(input, "pageSizeBytes")?,
+        ..node_with_gates(input)?
     };
-    let qos = qos_from_name(input["qosClass"].as_str().unwrap_or_default())?;
+    let qos = qos_from_name(req_str(input, "qosClass")?)?;
     let got = call(policy.container_memory_high(
-        input["requestBytes"].as_u64(),
-        input["limitBytes"].as_u64(),
+        opt_u64(input, "requestBytes")?,
+        opt_u64(input, "limitBytes")?,
         qos,
         &node,
     ))?;
-    let want = expected["memoryHigh"].as_u64();
+    if expected.get("memoryHigh").is_none() {
+        return Err("expected.memoryHigh is missing".into());
+    }
+    let want = opt_u64(expected, "memoryHigh").map_err(|e| format!("expected.{e}"))?;
     if got == want {
         Ok(())
     } else {
@@ -810,6 +1318,8 @@ fn memory_high_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> 
 /// from `evaluate` on a cgroup v2 node with the given reservation policy
 /// (the node's memory capacity, needed by evaluate, does not affect them).
 fn pod_memory_min_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseResultText {
+    input_fields(input, &["pod", "memoryReservationPolicy", "featureGates"])?;
+    expected_fields(expected, &["pod", "containers"])?;
     let pod = pod(&input["pod"])?;
     let node = NodeSettings {
         capacity: vec![wit::ResourceQuantity {
@@ -817,7 +1327,7 @@ fn pod_memory_min_case(policy: &PolicyRuntime, input: &Value, expected: &Value) 
             quantity: "1Ti".into(),
         }],
         memory_reservation_policy: reservation_policy(input)?,
-        ..node_with_gates(input)
+        ..node_with_gates(input)?
     };
     let eval = call(policy.evaluate(&pod, &node))?;
     let unified_value = |unified: &[(String, String)], key: &str| -> Option<u64> {
@@ -826,59 +1336,70 @@ fn pod_memory_min_case(policy: &PolicyRuntime, input: &Value, expected: &Value) 
             .find(|(k, _)| k == key)
             .and_then(|(_, v)| v.parse().ok())
     };
-    let check =
-        |what: String, want: &Value, unified: &[(String, String)], problems: &mut Vec<String>| {
-            for key in ["memory.min", "memory.low"] {
-                if let Some(want) = want.get(key) {
-                    let got = unified_value(unified, key);
-                    if got != want.as_u64() {
-                        problems.push(format!(
-                            "{what} {key}: expected {:?}, got {got:?}",
-                            want.as_u64()
-                        ));
-                    }
+    let check = |what: String,
+                 want: &Value,
+                 unified: &[(String, String)],
+                 problems: &mut Vec<String>|
+     -> CaseResultText {
+        known_keys_opt(
+            &format!("expected {what}"),
+            want,
+            &["memory.min", "memory.low"],
+        )?;
+        for key in ["memory.min", "memory.low"] {
+            if want.get(key).is_some() {
+                let want = opt_u64(want, key).map_err(|e| format!("expected {what} {e}"))?;
+                let got = unified_value(unified, key);
+                if got != want {
+                    problems.push(format!("{what} {key}: expected {want:?}, got {got:?}"));
                 }
             }
-        };
+        }
+        Ok(())
+    };
     let mut problems = Vec::new();
     check(
         "pod".into(),
         &expected["pod"],
         &eval.pod_resources.unified,
         &mut problems,
-    );
-    if let Some(containers) = expected["containers"].as_object() {
-        for (name, want) in containers {
-            match eval.containers.iter().find(|c| &c.name == name) {
-                Some(c) => check(
-                    format!("container {name}"),
-                    want,
-                    &c.resources.unified,
-                    &mut problems,
-                ),
-                None => problems.push(format!("no container `{name}` in the evaluation")),
+    )?;
+    match &expected["containers"] {
+        Value::Null => {}
+        Value::Object(containers) => {
+            for (name, want) in containers {
+                match eval.containers.iter().find(|c| &c.name == name) {
+                    Some(c) => check(
+                        format!("container {name}"),
+                        want,
+                        &c.resources.unified,
+                        &mut problems,
+                    )?,
+                    None => problems.push(format!("no container `{name}` in the evaluation")),
+                }
             }
         }
+        other => return Err(format!("expected.containers is not a map: {other}")),
     }
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems.join("; "))
-    }
+    finish(problems)
 }
 
-fn quantity_list(value: &Value) -> Vec<wit::ResourceQuantity> {
-    value
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .map(|(name, q)| wit::ResourceQuantity {
+/// A map of quantities (absent or `null` = empty).
+fn quantity_list(what: &str, value: &Value) -> Checked<Vec<wit::ResourceQuantity>> {
+    match value {
+        Value::Null => Ok(Vec::new()),
+        Value::Object(m) => m
+            .iter()
+            .map(|(name, q)| {
+                Ok(wit::ResourceQuantity {
                     name: name.clone(),
-                    quantity: q.as_str().map_or_else(|| q.to_string(), str::to_string),
+                    quantity: quantity_text(q)
+                        .ok_or_else(|| format!("{what}[{name}] is not a quantity: {q}"))?,
                 })
-                .collect()
-        })
-        .unwrap_or_default()
+            })
+            .collect(),
+        other => Err(format!("{what} is not a map: {other}")),
+    }
 }
 
 /// The plan's cgroup write targets in order, `pod:<res>` and
@@ -900,14 +1421,34 @@ pub fn resize_targets(plan: &wit::ResizePlan) -> Vec<String> {
     targets
 }
 
+/// A list of strings.
+fn string_list(what: &str, value: &Value) -> Checked<Vec<String>> {
+    value
+        .as_array()
+        .ok_or_else(|| format!("{what} is not a list: {value}"))?
+        .iter()
+        .map(|x| {
+            x.as_str()
+                .map(str::to_string)
+                .ok_or_else(|| format!("{what} holds a non-string: {x}"))
+        })
+        .collect()
+}
+
 fn resize_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseResultText {
+    input_fields(input, &["pod", "desired", "node", "featureGates"])?;
+    expected_fields(expected, &["decision", "order", "targets", "before"])?;
+    known_keys_opt("input.node", &input["node"], &["allocatable", "allocated"])?;
     let current = pod(&input["pod"])?;
     let desired = pod(&input["desired"])?;
     let node = NodeSettings {
-        allocatable: Some(quantity_list(&input["node"]["allocatable"])),
-        ..node_with_gates(input)
+        allocatable: Some(quantity_list(
+            "input.node.allocatable",
+            &input["node"]["allocatable"],
+        )?),
+        ..node_with_gates(input)?
     };
-    let others = quantity_list(&input["node"]["allocated"]);
+    let others = quantity_list("input.node.allocated", &input["node"]["allocated"])?;
     let plan = call(policy.resize_plan(&current, &desired, &others, &node))?;
     let decision = match plan.decision {
         wit::ResizeDecision::Accepted => "Accepted",
@@ -925,23 +1466,14 @@ fn resize_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseR
         ));
     }
     let targets = resize_targets(&plan);
-    let strings = |v: &Value| -> Vec<String> {
-        v.as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
     if let Some(order) = expected.get("order") {
-        let order = strings(order);
+        let order = string_list("expected.order", order)?;
         if targets != order {
             return Err(format!("expected order {order:?}, got {targets:?}"));
         }
     }
     if let Some(want_targets) = expected.get("targets") {
-        let mut want_sorted = strings(want_targets);
+        let mut want_sorted = string_list("expected.targets", want_targets)?;
         want_sorted.sort();
         let mut got_sorted = targets.clone();
         got_sorted.sort();
@@ -949,20 +1481,20 @@ fn resize_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseR
             return Err(format!("expected targets {want_sorted:?}, got {targets:?}"));
         }
     }
-    for pair in expected
-        .get("before")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let pair = strings(pair);
-        let [a, b] = pair.as_slice() else {
-            return Err(format!("bad before pair {pair:?}"));
-        };
-        let position = |t: &String| targets.iter().position(|x| x == t);
-        match (position(a), position(b)) {
-            (Some(i), Some(j)) if i < j => {}
-            _ => return Err(format!("expected {a} before {b}, got {targets:?}")),
+    if let Some(pairs) = expected.get("before") {
+        for pair in pairs
+            .as_array()
+            .ok_or_else(|| format!("expected.before is not a list: {pairs}"))?
+        {
+            let pair = string_list("a before pair", pair)?;
+            let [a, b] = pair.as_slice() else {
+                return Err(format!("bad before pair {pair:?}"));
+            };
+            let position = |t: &String| targets.iter().position(|x| x == t);
+            match (position(a), position(b)) {
+                (Some(i), Some(j)) if i < j => {}
+                _ => return Err(format!("expected {a} before {b}, got {targets:?}")),
+            }
         }
     }
     Ok(())
@@ -1016,12 +1548,10 @@ fn vector_mask(value: &Value) -> Checked<Option<Vec<u32>>> {
 /// A vector hint (`{"mask": [..] | null, "preferred": bool}`); `null` is the
 /// fake topology manager's empty hint.
 fn vector_hint(value: &Value) -> Checked<wit::TopologyHint> {
+    known_keys_opt("a topology hint", value, &["mask", "preferred"])?;
     Ok(wit::TopologyHint {
         numa_affinity: vector_mask(value)?,
-        preferred: value
-            .get("preferred")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
+        preferred: opt_bool(value, "preferred")?.unwrap_or(false),
     })
 }
 
@@ -1102,69 +1632,123 @@ fn quantity_text(value: &Value) -> Option<String> {
     }
 }
 
-/// `{"cpu": .., "memory": ..}` from `<prefix>cpu_<kind>` style fields.
-fn vector_resources(value: &Value, kind: &str) -> Map<String, Value> {
-    let mut map = Map::new();
+/// `{"cpu": .., "memory": ..}` from `cpu_<kind>` / `memory_<kind>` fields
+/// (`null` = not set), merged with an explicit `<kind>s` map; a resource
+/// given both ways is an error.
+fn vector_resources(what: &str, value: &Value, kind: &str) -> Checked<Map<String, Value>> {
+    let mut map = match value.get(format!("{kind}s")) {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m.clone(),
+        Some(other) => return Err(format!("{what}.{kind}s is not a map: {other}")),
+    };
     for resource in ["cpu", "memory"] {
-        if let Some(q) = quantity_text(&value[format!("{resource}_{kind}")]) {
-            map.insert(resource.to_string(), Value::String(q));
-        }
-    }
-    map
-}
-
-fn vector_container(value: &Value) -> Value {
-    let mut container = Map::new();
-    container.insert("name".into(), value["name"].clone());
-    let mut resources = Map::new();
-    if let Some(requests) = value.get("requests").filter(|v| v.is_object()) {
-        // Memory vectors: explicit requests (and limits) maps.
-        resources.insert("requests".into(), requests.clone());
-        if let Some(limits) = value.get("limits").filter(|v| v.is_object()) {
-            resources.insert("limits".into(), limits.clone());
-        }
-    } else {
-        for kind in ["request", "limit"] {
-            let map = vector_resources(value, kind);
-            if !map.is_empty() {
-                resources.insert(format!("{kind}s"), Value::Object(map));
+        let key = format!("{resource}_{kind}");
+        match value.get(&key) {
+            None | Some(Value::Null) => {}
+            Some(v) => {
+                let q = quantity_text(v)
+                    .ok_or_else(|| format!("{what}.{key} is not a quantity: {v}"))?;
+                if map.insert(resource.to_string(), Value::String(q)).is_some() {
+                    return Err(format!("{what} gives {resource} both in {kind}s and {key}"));
+                }
             }
         }
     }
+    Ok(map)
+}
+
+/// `requests` / `limits` of a vector container or pod-level stanza.
+fn vector_requirements(what: &str, value: &Value) -> Checked<Map<String, Value>> {
+    let mut resources = Map::new();
+    for kind in ["request", "limit"] {
+        let map = vector_resources(what, value, kind)?;
+        if !map.is_empty() {
+            resources.insert(format!("{kind}s"), Value::Object(map));
+        }
+    }
+    Ok(resources)
+}
+
+/// The fields a vector container may have.
+const VECTOR_CONTAINER_KEYS: [&str; 8] = [
+    "name",
+    "cpu_request",
+    "cpu_limit",
+    "memory_request",
+    "memory_limit",
+    "requests",
+    "limits",
+    "restart_policy",
+];
+
+fn vector_container(what: &str, value: &Value) -> Checked<Value> {
+    known_keys(what, value, &VECTOR_CONTAINER_KEYS)?;
+    let mut container = Map::new();
+    container.insert(
+        "name".into(),
+        Value::String(
+            req_str(value, "name")
+                .map_err(|e| format!("{what}: {e}"))?
+                .into(),
+        ),
+    );
+    let resources = vector_requirements(what, value)?;
     if !resources.is_empty() {
         container.insert("resources".into(), Value::Object(resources));
     }
-    if let Some(policy) = value.get("restart_policy").filter(|v| v.is_string()) {
-        container.insert("restartPolicy".into(), policy.clone());
+    if let Some(policy) = opt_str(value, "restart_policy").map_err(|e| format!("{what}: {e}"))? {
+        container.insert("restartPolicy".into(), Value::String(policy.into()));
     }
-    Value::Object(container)
+    Ok(Value::Object(container))
 }
+
+/// The fields of a vector pod (`input.pod` of the CPU files; the memory
+/// `getPodRequestedResources` cases give them at the top of `input`).
+const VECTOR_POD_KEYS: [&str; 4] = [
+    "uid",
+    "containers",
+    "init_containers",
+    "pod_level_resources",
+];
 
 /// A vector pod (`uid`, `pod_level_resources`, `init_containers`,
 /// `containers` with `cpu_request`, ... or `requests` maps) as a WIT pod.
+/// The caller checks which other fields the object may carry.
 fn vector_pod(value: &Value, uid: &str) -> Checked<wit::Pod> {
-    let list = |key: &str| -> Value {
-        Value::Array(
-            value
-                .get(key)
-                .and_then(Value::as_array)
-                .map(|cs| cs.iter().map(vector_container).collect())
-                .unwrap_or_default(),
-        )
+    let list = |key: &str| -> Checked<Value> {
+        match value.get(key) {
+            None | Some(Value::Null) => Ok(Value::Array(Vec::new())),
+            Some(Value::Array(cs)) => cs
+                .iter()
+                .enumerate()
+                .map(|(i, c)| vector_container(&format!("{key}[{i}]"), c))
+                .collect::<Checked<Vec<_>>>()
+                .map(Value::Array),
+            Some(other) => Err(format!("{key} is not a list: {other}")),
+        }
     };
     let mut spec = Map::new();
-    spec.insert("containers".into(), list("containers"));
-    spec.insert("initContainers".into(), list("init_containers"));
-    let plr = &value["pod_level_resources"];
-    if plr.is_object() {
-        let mut resources = Map::new();
-        for kind in ["request", "limit"] {
-            let map = vector_resources(plr, kind);
-            if !map.is_empty() {
-                resources.insert(format!("{kind}s"), Value::Object(map));
-            }
+    spec.insert("containers".into(), list("containers")?);
+    spec.insert("initContainers".into(), list("init_containers")?);
+    match value.get("pod_level_resources") {
+        None | Some(Value::Null) => {}
+        Some(plr @ Value::Object(_)) => {
+            known_keys(
+                "pod_level_resources",
+                plr,
+                &[
+                    "cpu_request",
+                    "cpu_limit",
+                    "memory_request",
+                    "memory_limit",
+                    "requests",
+                    "limits",
+                ],
+            )?;
+            let resources = vector_requirements("pod_level_resources", plr)?;
+            spec.insert("resources".into(), Value::Object(resources));
         }
-        spec.insert("resources".into(), Value::Object(resources));
+        Some(other) => return Err(format!("pod_level_resources is not a map: {other}")),
     }
     pod(&serde_json::json!({
         "metadata": {"name": uid, "uid": uid},
@@ -1172,65 +1756,120 @@ fn vector_pod(value: &Value, uid: &str) -> Checked<wit::Pod> {
     }))
 }
 
+/// `input.pod` of a CPU vector, with its uid.
+fn vector_input_pod(input: &Value) -> Checked<(String, wit::Pod)> {
+    let value = &input["pod"];
+    known_keys("input.pod", value, &VECTOR_POD_KEYS)?;
+    let uid = req_str(value, "uid").map_err(|e| format!("input.pod.{e}"))?;
+    Ok((uid.to_string(), vector_pod(value, uid)?))
+}
+
+/// The input fields of every static CPU policy case (`Start`, `Allocate`,
+/// ...): the node configuration and the state.
+const CPU_NODE_KEYS: [&str; 7] = [
+    "topology",
+    "num_reserved_cpus",
+    "reserved_cpus",
+    "options",
+    "state",
+    "feature_gates",
+    "featureGates",
+];
+
+/// [`CPU_NODE_KEYS`] plus a case's own fields.
+fn cpu_input_fields(input: &Value, own: &[&str]) -> CaseResultText {
+    let all: Vec<&str> = CPU_NODE_KEYS.iter().chain(own).copied().collect();
+    input_fields(input, &all)
+}
+
+/// A policy option's value as the kubelet config writes it (`"true"`, `"2"`).
+fn option_text(name: &str, value: &Value) -> Checked<String> {
+    match value {
+        Value::String(s) => Ok(s.clone()),
+        Value::Bool(b) => Ok(b.to_string()),
+        Value::Number(n) => Ok(n.to_string()),
+        other => Err(format!(
+            "option {name} has a value that is not text: {other}"
+        )),
+    }
+}
+
+/// A map of policy options (absent or `null` = none).
+fn policy_options(what: &str, value: &Value) -> Checked<Vec<wit::PolicyOption>> {
+    match value {
+        Value::Null => Ok(Vec::new()),
+        Value::Object(m) => m
+            .iter()
+            .map(|(name, value)| {
+                Ok(wit::PolicyOption {
+                    name: name.clone(),
+                    value: option_text(name, value)?,
+                })
+            })
+            .collect(),
+        other => Err(format!("{what} is not a map: {other}")),
+    }
+}
+
 /// The static-policy node of a CPU vector: `num_reserved_cpus` reserved
 /// through `systemReserved[cpu]`, `reserved_cpus` as `reservedSystemCPUs`,
 /// `options`, `feature_gates` (and the alpha-options gate its case name records).
 fn static_cpu_node(input: &Value, case_name: &str) -> Checked<NodeSettings> {
-    let mut node = node_with_gates(input);
+    let mut node = node_with_gates(input)?;
     if case_name.contains("CPUManagerPolicyAlphaOptions enabled") {
-        node.feature_gates.push(FeatureGate {
-            name: "CPUManagerPolicyAlphaOptions".into(),
-            enabled: true,
-        });
+        set_gate(&mut node, "CPUManagerPolicyAlphaOptions", true);
     }
     node.cpu_manager_policy = Some("static".into());
-    node.cpu_manager_policy_options = input["options"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .map(|(name, value)| wit::PolicyOption {
-                    name: name.clone(),
-                    value: quantity_text(value)
-                        .unwrap_or_else(|| value.to_string().trim_matches('"').to_string()),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let reserved = input["num_reserved_cpus"].as_u64().unwrap_or(0);
+    node.cpu_manager_policy_options = policy_options("input.options", &input["options"])?;
+    let reserved = opt_u64(input, "num_reserved_cpus")?.unwrap_or(0);
     if reserved > 0 {
         node.system_reserved = vec![wit::ResourceQuantity {
             name: "cpu".into(),
             quantity: reserved.to_string(),
         }];
     }
-    node.reserved_system_cpus = input["reserved_cpus"].as_str().map(str::to_string);
+    node.reserved_system_cpus = opt_str(input, "reserved_cpus")?.map(str::to_string);
     Ok(node)
 }
 
 /// A vector CPU state (`default_cpuset`, `assignments`) as a manager state.
 fn vector_cpu_state(value: &Value) -> Checked<wit::ManagerState> {
+    known_keys_opt("input.state", value, &["default_cpuset", "assignments"])?;
     let mut state = crate::empty_manager_state();
     state.cpu.policy_name = "static".into();
-    state.cpu.default_cpuset = value["default_cpuset"]
-        .as_str()
+    state.cpu.default_cpuset = opt_str(value, "default_cpuset")
+        .map_err(|e| format!("input.state.{e}"))?
         .unwrap_or_default()
         .to_string();
-    if let Some(pods) = value["assignments"].as_object() {
-        for (uid, containers) in pods {
-            let containers = containers
-                .as_object()
-                .ok_or_else(|| format!("assignments[{uid}] is not a map"))?;
-            state.cpu.entries.push(wit::PodCpuEntries {
-                pod_uid: uid.clone(),
-                containers: containers
-                    .iter()
-                    .map(|(name, cpus)| wit::ContainerCpuset {
-                        container: name.clone(),
-                        cpuset: cpus.as_str().unwrap_or_default().to_string(),
-                    })
-                    .collect(),
-            });
+    match &value["assignments"] {
+        Value::Null => {}
+        Value::Object(pods) => {
+            for (uid, containers) in pods {
+                let containers = containers
+                    .as_object()
+                    .ok_or_else(|| format!("assignments[{uid}] is not a map"))?;
+                state.cpu.entries.push(wit::PodCpuEntries {
+                    pod_uid: uid.clone(),
+                    containers: containers
+                        .iter()
+                        .map(|(name, cpus)| {
+                            Ok(wit::ContainerCpuset {
+                                container: name.clone(),
+                                cpuset: cpus
+                                    .as_str()
+                                    .ok_or_else(|| {
+                                        format!(
+                                            "assignments[{uid}][{name}] is not a cpuset: {cpus}"
+                                        )
+                                    })?
+                                    .to_string(),
+                            })
+                        })
+                        .collect::<Checked<Vec<_>>>()?,
+                });
+            }
         }
+        other => return Err(format!("input.state.assignments is not a map: {other}")),
     }
     Ok(state)
 }
@@ -1250,9 +1889,17 @@ fn cpu_entries(state: &wit::ManagerState) -> Checked<BTreeMap<String, BTreeMap<S
 
 fn vector_entries(value: &Value) -> Checked<BTreeMap<String, BTreeMap<String, CpuSet>>> {
     let mut out = BTreeMap::new();
-    for (uid, containers) in value.as_object().into_iter().flatten() {
+    let pods = match value {
+        Value::Null => return Ok(out),
+        Value::Object(pods) => pods,
+        other => return Err(format!("assignments is not a map: {other}")),
+    };
+    for (uid, containers) in pods {
         let mut map = BTreeMap::new();
-        for (name, set) in containers.as_object().into_iter().flatten() {
+        let containers = containers
+            .as_object()
+            .ok_or_else(|| format!("assignments[{uid}] is not a map: {containers}"))?;
+        for (name, set) in containers {
             map.insert(name.clone(), vector_cpus(set)?);
         }
         out.insert(uid.clone(), map);
@@ -1292,12 +1939,17 @@ fn finish(problems: Vec<String>) -> CaseResultText {
     }
 }
 
-/// The expected error text of a case, when it expects one.
-fn expected_error(expected: &Value, key: &str) -> Option<String> {
-    expected
-        .get(key)
-        .and_then(Value::as_str)
-        .map(str::to_string)
+/// The keys under which `expected` may carry errors.
+const ERROR_KEYS: [&str; 3] = ["error", "errors", "err"];
+
+/// The errors a manager case expects (none when absent or `null`).
+fn manager_want(expected: &Value, keys: &[&str], strings: StringIs) -> Checked<Vec<WantError>> {
+    Ok(want_errors(expected, keys, strings)?.unwrap_or_default())
+}
+
+/// The manager files' error strings are exact Go error texts.
+fn manager_want_messages(expected: &Value) -> Checked<Vec<WantError>> {
+    manager_want(expected, &ERROR_KEYS, StringIs::Message)
 }
 
 /// Topology manager `Merge` (`input.policy`), per the file's `notes`.
@@ -1307,14 +1959,37 @@ fn merge_case(
     input: &Value,
     expected: &Value,
 ) -> CaseResultText {
-    let info_name = input["numa_info"]
-        .as_str()
-        .ok_or("input.numa_info is not a string")?;
-    let info = &file["numa_infos"][info_name];
+    input_fields(
+        input,
+        &[
+            "numa_info",
+            "policy_options",
+            "providers_hints",
+            "featureGates",
+            "feature_gates",
+        ],
+    )?;
+    // `admit_is_derived` says where `admit` comes from (canAdmitPodResult,
+    // not a Go assertion); `admit` itself is compared.
+    let mut known = vec!["hint", "admit", "admit_is_derived"];
+    known.extend(ERROR_KEYS);
+    expected_fields(expected, &known)?;
+    opt_bool(expected, "admit_is_derived").map_err(|e| format!("expected.{e}"))?;
+    let info_name = req_str(input, "numa_info")?;
+    let info = file["numa_infos"]
+        .get(info_name)
+        .ok_or_else(|| format!("the file has no numa_infos.{info_name}"))?;
     let nodes = info["nodes"].as_array().ok_or("numa info without nodes")?;
     let rows = info["distances"]
         .as_array()
         .ok_or("numa info without distances")?;
+    if nodes.len() != rows.len() {
+        return Err(format!(
+            "numa_infos.{info_name}: {} nodes but {} distance rows",
+            nodes.len(),
+            rows.len()
+        ));
+    }
     let topology = wit::NodeTopology {
         cpus: Vec::new(),
         numa_nodes: nodes
@@ -1335,35 +2010,31 @@ fn merge_case(
             })
             .collect::<Checked<Vec<_>>>()?,
     };
-    let mut node = node_with_gates(input);
-    node.topology_manager_policy = input["policy"].as_str().map(str::to_string);
-    node.topology_manager_policy_options = input["policy_options"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .map(|(name, value)| wit::PolicyOption {
-                    name: name.clone(),
-                    value: value.as_str().unwrap_or_default().to_string(),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut node = node_with_gates(input)?;
+    node.topology_manager_policy = Some(req_str(input, "policy")?.to_string());
+    node.topology_manager_policy_options =
+        policy_options("input.policy_options", &input["policy_options"])?;
     let providers = input["providers_hints"]
         .as_array()
         .ok_or("input.providers_hints is not a list")?
         .iter()
         .map(|provider| -> Checked<wit::ProviderHints> {
-            let Some(map) = provider.as_object() else {
-                return Ok(None);
+            let map = match provider {
+                Value::Null => return Ok(None),
+                Value::Object(map) => map,
+                other => return Err(format!("a provider's hints are not a map: {other}")),
             };
             map.iter()
                 .map(|(resource, hints)| {
                     Ok(wit::ResourceHints {
                         resource_name: resource.clone(),
-                        hints: match hints.as_array() {
-                            None => None,
-                            Some(list) => {
+                        hints: match hints {
+                            Value::Null => None,
+                            Value::Array(list) => {
                                 Some(list.iter().map(vector_hint).collect::<Checked<Vec<_>>>()?)
+                            }
+                            other => {
+                                return Err(format!("hints of {resource} are not a list: {other}"));
                             }
                         },
                     })
@@ -1372,22 +2043,36 @@ fn merge_case(
                 .map(Some)
         })
         .collect::<Checked<Vec<_>>>()?;
+    let want_error = manager_want_messages(expected)?;
     let request = wit::ManagerRequest::TopologyMerge(providers);
-    let merged = match operation(policy, &request, &topology, &node)? {
-        Ok(wit::ManagerResponse::Merged(merged)) => merged,
-        Ok(other) => return Err(unexpected_response(&other)),
-        Err(e) => return Err(format!("the merge failed: {}", e.message)),
-    };
     let mut problems = Vec::new();
-    let want = vector_hint(&expected["hint"])?;
-    check_eq(&mut problems, "hint", merged.hint, want);
-    if let Some(admit) = expected.get("admit").and_then(Value::as_bool) {
-        check_eq(&mut problems, "admit", merged.admit, admit);
+    match operation(policy, &request, &topology, &node)? {
+        Ok(wit::ManagerResponse::Merged(merged)) => {
+            check_manager_error(&mut problems, &want_error, None);
+            if expected.get("hint").is_some() || want_error.is_empty() {
+                let want = vector_hint(&expected["hint"])?;
+                check_eq(&mut problems, "hint", merged.hint, want);
+            }
+            if let Some(admit) = opt_bool(expected, "admit").map_err(|e| format!("expected.{e}"))? {
+                check_eq(&mut problems, "admit", merged.admit, admit);
+            }
+        }
+        Ok(other) => return Err(unexpected_response(&other)),
+        Err(e) => {
+            check_manager_error(&mut problems, &want_error, Some(&e));
+            for key in ["hint", "admit"] {
+                if expected.get(key).is_some_and(|v| !v.is_null()) {
+                    problems.push(format!("expected.{key} given, but the merge failed"));
+                }
+            }
+        }
     }
     finish(problems)
 }
 
-/// `takeByTopologyNUMAPacked` / `takeByTopologyNUMADistributed`.
+/// `takeByTopologyNUMAPacked` / `takeByTopologyNUMADistributed`. The static
+/// policy options that choose the pickers' arguments (`options`) must agree
+/// with the explicit `sorting` / `prefer_align_by_uncore_cache`.
 fn take_case(
     policy: &PolicyRuntime,
     file: &Value,
@@ -1395,47 +2080,117 @@ fn take_case(
     input: &Value,
     expected: &Value,
 ) -> CaseResultText {
-    let topology = vector_topology(file, input["topology"].as_str().unwrap_or_default())?;
+    input_fields(
+        input,
+        &[
+            "topology",
+            "available",
+            "num_cpus",
+            "cpu_group_size",
+            "sorting",
+            "prefer_align_by_uncore_cache",
+            "options",
+            "featureGates",
+            "feature_gates",
+        ],
+    )?;
+    let mut known = vec!["cpuset"];
+    known.extend(ERROR_KEYS);
+    expected_fields(expected, &known)?;
+    let topology = vector_topology(file, req_str(input, "topology")?)?;
+    let mut sorting = match opt_str(input, "sorting")? {
+        None => None,
+        Some("packed") => Some(wit::CpuSortingStrategy::Packed),
+        Some("spread") => Some(wit::CpuSortingStrategy::Spread),
+        Some(other) => return Err(format!("unknown sorting `{other}`")),
+    };
+    let mut prefer_uncore = opt_bool(input, "prefer_align_by_uncore_cache")?;
+    for option in policy_options("input.options", &input["options"])? {
+        let on = match option.value.as_str() {
+            "true" => true,
+            "false" => false,
+            other => return Err(format!("option {} is not a boolean: {other}", option.name)),
+        };
+        let (slot_name, implied) = match option.name.as_str() {
+            "distribute-cpus-across-cores" => (
+                "sorting",
+                if on {
+                    wit::CpuSortingStrategy::Spread
+                } else {
+                    wit::CpuSortingStrategy::Packed
+                },
+            ),
+            "prefer-align-cpus-by-uncorecache" => {
+                match prefer_uncore {
+                    Some(explicit) if explicit != on => {
+                        return Err(format!(
+                            "option {} = {on} contradicts prefer_align_by_uncore_cache = {explicit}",
+                            option.name
+                        ));
+                    }
+                    _ => prefer_uncore = Some(on),
+                }
+                continue;
+            }
+            other => {
+                return Err(format!(
+                    "option {other} does not select an argument of {function}; the case cannot be checked"
+                ));
+            }
+        };
+        match sorting {
+            Some(explicit) if explicit != implied => {
+                return Err(format!(
+                    "option {} = {on} contradicts {slot_name} = {explicit:?}",
+                    option.name
+                ));
+            }
+            _ => sorting = Some(implied),
+        }
+    }
     let request = wit::ManagerRequest::TakeCpus(wit::TakeCpusRequest {
         algorithm: if function == "takeByTopologyNUMAPacked" {
             wit::TakeAlgorithm::NumaPacked
         } else {
             wit::TakeAlgorithm::NumaDistributed
         },
-        available: input["available"].as_str().unwrap_or_default().to_string(),
+        available: req_str(input, "available")?.to_string(),
         num_cpus: as_u32(&input["num_cpus"], "num_cpus")?,
-        cpu_group_size: input
-            .get("cpu_group_size")
-            .and_then(Value::as_u64)
-            .map_or(Ok(1), |_| {
-                as_u32(&input["cpu_group_size"], "cpu_group_size")
-            })?,
-        sorting: match input.get("sorting").and_then(Value::as_str) {
-            Some("spread") => wit::CpuSortingStrategy::Spread,
-            _ => wit::CpuSortingStrategy::Packed,
+        cpu_group_size: match opt_u64(input, "cpu_group_size")? {
+            None => 1,
+            Some(_) => as_u32(&input["cpu_group_size"], "cpu_group_size")?,
         },
-        prefer_align_by_uncore_cache: input["prefer_align_by_uncore_cache"]
-            .as_bool()
-            .unwrap_or(false),
+        sorting: sorting.unwrap_or(wit::CpuSortingStrategy::Packed),
+        prefer_align_by_uncore_cache: prefer_uncore.unwrap_or(false),
     });
-    let got = operation(policy, &request, &topology, &empty_node())?;
-    match (got, expected_error(expected, "error")) {
-        (Ok(wit::ManagerResponse::Cpus(got)), None) => {
-            let want = vector_cpus(&expected["cpuset"])?;
-            let got = cpus(&got)?;
-            if got == want {
-                Ok(())
-            } else {
-                Err(format!("expected {want}, got {got}"))
+    let want_error = manager_want_messages(expected)?;
+    let mut problems = Vec::new();
+    match operation(policy, &request, &topology, &node_with_gates(input)?)? {
+        Ok(wit::ManagerResponse::Cpus(got)) => {
+            check_manager_error(&mut problems, &want_error, None);
+            if expected.get("cpuset").is_some() || want_error.is_empty() {
+                check_eq(
+                    &mut problems,
+                    "cpuset",
+                    cpus(&got)?,
+                    vector_cpus(&expected["cpuset"])?,
+                );
             }
         }
-        (Err(e), Some(want)) if e.message == want => Ok(()),
-        (Err(e), want) => Err(format!("expected {want:?}, got error {:?}", e.message)),
-        (Ok(other), want) => Err(format!("expected error {want:?}, got {other:?}")),
+        Ok(other) => return Err(unexpected_response(&other)),
+        Err(e) => {
+            check_manager_error(&mut problems, &want_error, Some(&e));
+            if expected.get("cpuset").is_some_and(|v| !v.is_null()) {
+                problems.push("expected.cpuset given, but the call failed".into());
+            }
+        }
     }
+    finish(problems)
 }
 
-/// Static CPU policy `Start` / `NewStaticPolicy+Start`.
+/// Static CPU policy `Start` / `NewStaticPolicy+Start`: `new_policy_error`
+/// is `NewStaticPolicy`'s error, `error` the one of `Start` (a failed start
+/// leaves the state as loaded).
 fn cpu_start_case(
     policy: &PolicyRuntime,
     file: &Value,
@@ -1443,48 +2198,51 @@ fn cpu_start_case(
     input: &Value,
     expected: &Value,
 ) -> CaseResultText {
-    let topology = vector_topology(file, input["topology"].as_str().unwrap_or_default())?;
+    cpu_input_fields(input, &[])?;
+    let mut known = vec!["default_cpuset", "new_policy_error"];
+    known.extend(ERROR_KEYS);
+    expected_fields(expected, &known)?;
+    let topology = vector_topology(file, req_str(input, "topology")?)?;
     let node = static_cpu_node(input, case_name)?;
     let state = vector_cpu_state(&input["state"])?;
+    let loaded_default = state.cpu.default_cpuset.clone();
     let got = operation(policy, &wit::ManagerRequest::Start(state), &topology, &node)?;
-    let want_new_policy = expected_error(expected, "new_policy_error");
-    let want_start = expected_error(expected, "error");
-    match got {
+    let want_new_policy = manager_want(expected, &["new_policy_error"], StringIs::Message)?;
+    let want_start = manager_want_messages(expected)?;
+    let mut problems = Vec::new();
+    let default_cpuset = match got {
         Ok(wit::ManagerResponse::State(state)) => {
-            if want_new_policy.is_some() || want_start.is_some() {
-                return Err(format!(
-                    "expected an error ({want_new_policy:?} / {want_start:?}), the state started"
+            let mut all = want_new_policy.clone();
+            all.extend(want_start.iter().cloned());
+            check_manager_error(&mut problems, &all, None);
+            state.cpu.default_cpuset
+        }
+        Ok(other) => return Err(unexpected_response(&other)),
+        Err(e) => {
+            let (want, elsewhere) = if e.function == "NewStaticPolicy" {
+                (&want_new_policy, &want_start)
+            } else {
+                (&want_start, &want_new_policy)
+            };
+            check_manager_error(&mut problems, want, Some(&e));
+            if !elsewhere.is_empty() {
+                problems.push(format!(
+                    "{} failed, but the case expects the error of another step",
+                    e.function
                 ));
             }
-            match expected.get("default_cpuset") {
-                Some(want) => {
-                    let want = vector_cpus(want)?;
-                    let got = cpus(&state.cpu.default_cpuset)?;
-                    if got == want {
-                        Ok(())
-                    } else {
-                        Err(format!("default cpuset: expected {want}, got {got}"))
-                    }
-                }
-                None => Ok(()),
-            }
+            loaded_default
         }
-        Ok(other) => Err(unexpected_response(&other)),
-        Err(e) => {
-            let want = if e.function == "NewStaticPolicy" {
-                want_new_policy
-            } else {
-                want_start
-            };
-            match want {
-                Some(want) if want == e.message => Ok(()),
-                want => Err(format!(
-                    "{} failed with {:?}, expected {want:?}",
-                    e.function, e.message
-                )),
-            }
-        }
+    };
+    if let Some(want) = expected.get("default_cpuset") {
+        check_eq(
+            &mut problems,
+            "default cpuset",
+            cpus(&default_cpuset)?,
+            vector_cpus(want)?,
+        );
     }
+    finish(problems)
 }
 
 /// Static CPU policy `Allocate(pod, container)` with the case's hint.
@@ -1495,44 +2253,44 @@ fn cpu_allocate_case(
     input: &Value,
     expected: &Value,
 ) -> CaseResultText {
-    let topology = vector_topology(file, input["topology"].as_str().unwrap_or_default())?;
+    cpu_input_fields(input, &["pod", "container", "topology_hint"])?;
+    let mut known = vec!["allocated", "cpuset"];
+    known.extend(ERROR_KEYS);
+    expected_fields(expected, &known)?;
+    let topology = vector_topology(file, req_str(input, "topology")?)?;
     let node = static_cpu_node(input, case_name)?;
-    let uid = input["pod"]["uid"]
-        .as_str()
-        .ok_or("input.pod.uid is not a string")?;
-    let container = input["container"]
-        .as_str()
-        .ok_or("input.container is not a string")?;
+    let (uid, pod) = vector_input_pod(input)?;
+    let container = req_str(input, "container")?;
     let request = wit::ManagerRequest::Allocate(wit::ContainerRequest {
         manager: wit::ResourceManager::Cpu,
         state: vector_cpu_state(&input["state"])?,
-        pod: vector_pod(&input["pod"], uid)?,
+        pod,
         container: container.to_string(),
         hint: vector_hint(&input["topology_hint"])?,
     });
-    let want_error = expected_error(expected, "error");
+    let want_error = manager_want_messages(expected)?;
     let want_allocated = expect_bool(expected, "allocated")?;
     let mut problems = Vec::new();
-    match operation(policy, &request, &topology, &node)? {
+    let got = match operation(policy, &request, &topology, &node)? {
         Ok(wit::ManagerResponse::Allocated(allocation)) => {
-            check_eq(&mut problems, "error", None, want_error);
+            check_manager_error(&mut problems, &want_error, None);
             let entries = cpu_entries(&allocation.state)?;
-            let got = entries.get(uid).and_then(|c| c.get(container)).cloned();
-            check_eq(&mut problems, "allocated", got.is_some(), want_allocated);
-            if let Some(want) = expected.get("cpuset") {
-                check_eq(
-                    &mut problems,
-                    "cpuset",
-                    got.unwrap_or_default(),
-                    vector_cpus(want)?,
-                );
-            }
+            entries.get(&uid).and_then(|c| c.get(container)).cloned()
         }
-        Ok(other) => problems.push(unexpected_response(&other)),
+        Ok(other) => return Err(unexpected_response(&other)),
         Err(e) => {
-            check_eq(&mut problems, "error", Some(e.message), want_error);
-            check_eq(&mut problems, "allocated", false, want_allocated);
+            check_manager_error(&mut problems, &want_error, Some(&e));
+            None
         }
+    };
+    check_eq(&mut problems, "allocated", got.is_some(), want_allocated);
+    if let Some(want) = expected.get("cpuset") {
+        check_eq(
+            &mut problems,
+            "cpuset",
+            got.unwrap_or_default(),
+            vector_cpus(want)?,
+        );
     }
     finish(problems)
 }
@@ -1545,32 +2303,46 @@ fn allocate_cpus_case(
     input: &Value,
     expected: &Value,
 ) -> CaseResultText {
-    let topology = vector_topology(file, input["topology"].as_str().unwrap_or_default())?;
+    cpu_input_fields(input, &["num_cpus", "numa_affinity", "reusable_cpus"])?;
+    let mut known = vec!["cpuset"];
+    known.extend(ERROR_KEYS);
+    expected_fields(expected, &known)?;
+    let topology = vector_topology(file, req_str(input, "topology")?)?;
     let node = static_cpu_node(input, case_name)?;
     let request = wit::ManagerRequest::AllocateCpus(wit::AllocateCpusRequest {
         state: vector_cpu_state(&input["state"])?,
         num_cpus: as_u32(&input["num_cpus"], "num_cpus")?,
         numa_affinity: vector_mask(&input["numa_affinity"])?,
-        reusable: input["reusable_cpus"]
-            .as_str()
+        reusable: opt_str(input, "reusable_cpus")?
             .unwrap_or_default()
             .to_string(),
     });
+    let want_error = manager_want_messages(expected)?;
+    let mut problems = Vec::new();
     match operation(policy, &request, &topology, &node)? {
         Ok(wit::ManagerResponse::CpusAllocated(got)) => {
-            let want = vector_cpus(&expected["cpuset"])?;
-            let got = cpus(&got.cpus)?;
-            if got == want {
-                Ok(())
-            } else {
-                Err(format!("expected {want}, got {got}"))
+            check_manager_error(&mut problems, &want_error, None);
+            if expected.get("cpuset").is_some() || want_error.is_empty() {
+                check_eq(
+                    &mut problems,
+                    "cpuset",
+                    cpus(&got.cpus)?,
+                    vector_cpus(&expected["cpuset"])?,
+                );
             }
         }
-        Ok(other) => Err(unexpected_response(&other)),
-        Err(e) => Err(format!("unexpected error {:?}", e.message)),
+        Ok(other) => return Err(unexpected_response(&other)),
+        Err(e) => {
+            check_manager_error(&mut problems, &want_error, Some(&e));
+            if expected.get("cpuset").is_some_and(|v| !v.is_null()) {
+                problems.push("expected.cpuset given, but the call failed".into());
+            }
+        }
     }
+    finish(problems)
 }
 
+/// `RemoveContainer` on the CPU manager: the new state, or its error.
 fn remove(
     policy: &PolicyRuntime,
     topology: &wit::NodeTopology,
@@ -1578,7 +2350,7 @@ fn remove(
     state: wit::ManagerState,
     pod_uid: &str,
     container: &str,
-) -> Checked<wit::ManagerState> {
+) -> Checked<ManagerOutcome<wit::ManagerState>> {
     let request = wit::ManagerRequest::RemoveContainer(wit::RemoveRequest {
         manager: wit::ResourceManager::Cpu,
         state,
@@ -1586,9 +2358,9 @@ fn remove(
         container: container.to_string(),
     });
     match operation(policy, &request, topology, node)? {
-        Ok(wit::ManagerResponse::State(state)) => Ok(state),
+        Ok(wit::ManagerResponse::State(state)) => Ok(Ok(state)),
         Ok(other) => Err(unexpected_response(&other)),
-        Err(e) => Err(format!("unexpected error {:?}", e.message)),
+        Err(e) => Ok(Err(e)),
     }
 }
 
@@ -1600,38 +2372,46 @@ fn cpu_remove_case(
     input: &Value,
     expected: &Value,
 ) -> CaseResultText {
-    let topology = vector_topology(file, input["topology"].as_str().unwrap_or_default())?;
+    cpu_input_fields(input, &["pod_uid", "container"])?;
+    let mut known = vec!["default_cpuset", "container_removed"];
+    known.extend(ERROR_KEYS);
+    expected_fields(expected, &known)?;
+    let topology = vector_topology(file, req_str(input, "topology")?)?;
     let node = static_cpu_node(input, case_name)?;
-    let uid = input["pod_uid"]
-        .as_str()
-        .ok_or("input.pod_uid is not a string")?;
-    let container = input["container"]
-        .as_str()
-        .ok_or("input.container is not a string")?;
-    let state = remove(
-        policy,
-        &topology,
-        &node,
-        vector_cpu_state(&input["state"])?,
-        uid,
-        container,
-    )?;
+    let uid = req_str(input, "pod_uid")?;
+    let container = req_str(input, "container")?;
+    let start = vector_cpu_state(&input["state"])?;
+    let want_error = manager_want_messages(expected)?;
     let mut problems = Vec::new();
-    check_eq(
-        &mut problems,
-        "default cpuset",
-        cpus(&state.cpu.default_cpuset)?,
-        vector_cpus(&expected["default_cpuset"])?,
-    );
-    let removed = !cpu_entries(&state)?
-        .get(uid)
-        .is_some_and(|c| c.contains_key(container));
-    check_eq(
-        &mut problems,
-        "container removed",
-        removed,
-        expect_bool(expected, "container_removed")?,
-    );
+    let state = match remove(policy, &topology, &node, start.clone(), uid, container)? {
+        Ok(state) => {
+            check_manager_error(&mut problems, &want_error, None);
+            state
+        }
+        Err(e) => {
+            check_manager_error(&mut problems, &want_error, Some(&e));
+            start
+        }
+    };
+    if expected.get("default_cpuset").is_some() || want_error.is_empty() {
+        check_eq(
+            &mut problems,
+            "default cpuset",
+            cpus(&state.cpu.default_cpuset)?,
+            vector_cpus(&expected["default_cpuset"])?,
+        );
+    }
+    if expected.get("container_removed").is_some() || want_error.is_empty() {
+        let removed = !cpu_entries(&state)?
+            .get(uid)
+            .is_some_and(|c| c.contains_key(container));
+        check_eq(
+            &mut problems,
+            "container removed",
+            removed,
+            expect_bool(expected, "container_removed")?,
+        );
+    }
     finish(problems)
 }
 
@@ -1643,52 +2423,90 @@ fn cpu_sequence_case(
     input: &Value,
     expected: &Value,
 ) -> CaseResultText {
-    let topology = vector_topology(file, input["topology"].as_str().unwrap_or_default())?;
+    cpu_input_fields(input, &["pod", "remove_container", "topology_hint"])?;
+    // `note` explains the expectation in words (a string, nothing to compare).
+    let mut known = vec![
+        "default_cpuset_after_alloc",
+        "default_cpuset_after_remove",
+        "note",
+    ];
+    known.extend(ERROR_KEYS);
+    expected_fields(expected, &known)?;
+    opt_str(expected, "note").map_err(|e| format!("expected.{e}"))?;
+    let topology = vector_topology(file, req_str(input, "topology")?)?;
     let node = static_cpu_node(input, case_name)?;
-    let uid = input["pod"]["uid"]
-        .as_str()
-        .ok_or("input.pod.uid is not a string")?;
+    let (uid, pod) = vector_input_pod(input)?;
+    let remove_container = opt_str(input, "remove_container")?;
+    if remove_container.is_none() && expected.get("default_cpuset_after_remove").is_some() {
+        return Err(
+            "expected.default_cpuset_after_remove is given but input.remove_container is not"
+                .into(),
+        );
+    }
     let request = wit::ManagerRequest::AllocateContainers(wit::PodRequest {
         manager: wit::ResourceManager::Cpu,
         state: vector_cpu_state(&input["state"])?,
-        pod: vector_pod(&input["pod"], uid)?,
-        hint: vector_hint(&Value::Null)?,
+        pod,
+        hint: vector_hint(&input["topology_hint"])?,
     });
+    let want_error = manager_want_messages(expected)?;
+    let mut problems = Vec::new();
     let allocated = match operation(policy, &request, &topology, &node)? {
         Ok(wit::ManagerResponse::Allocated(allocation)) => allocation.state,
         Ok(other) => return Err(unexpected_response(&other)),
-        Err(e) => return Err(format!("unexpected error {:?}", e.message)),
+        Err(e) => {
+            check_manager_error(&mut problems, &want_error, Some(&e));
+            for key in ["default_cpuset_after_alloc", "default_cpuset_after_remove"] {
+                if expected.get(key).is_some() {
+                    problems.push(format!("expected.{key} given, but the allocation failed"));
+                }
+            }
+            return finish(problems);
+        }
     };
-    let mut problems = Vec::new();
     check_eq(
         &mut problems,
         "default cpuset after allocation",
         cpus(&allocated.cpu.default_cpuset)?,
         vector_cpus(&expected["default_cpuset_after_alloc"])?,
     );
-    if let Some(container) = input.get("remove_container").and_then(Value::as_str) {
-        let after = remove(policy, &topology, &node, allocated, uid, container)?;
-        check_eq(
-            &mut problems,
-            "default cpuset after removal",
-            cpus(&after.cpu.default_cpuset)?,
-            vector_cpus(&expected["default_cpuset_after_remove"])?,
-        );
+    let mut failure = None;
+    if let Some(container) = remove_container {
+        match remove(policy, &topology, &node, allocated, &uid, container)? {
+            Ok(after) => check_eq(
+                &mut problems,
+                "default cpuset after removal",
+                cpus(&after.cpu.default_cpuset)?,
+                vector_cpus(&expected["default_cpuset_after_remove"])?,
+            ),
+            Err(e) => failure = Some(e),
+        }
     }
+    check_manager_error(&mut problems, &want_error, failure.as_ref());
     finish(problems)
 }
 
-fn names(value: &Value) -> BTreeSet<String> {
-    value
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str().map(str::to_string))
-        .collect()
+fn names(what: &str, value: &Value) -> Checked<BTreeSet<String>> {
+    Ok(string_list(what, value)?.into_iter().collect())
+}
+
+/// What a rejected pod gets: nothing.
+fn no_assignment() -> wit::PodAssignment {
+    wit::PodAssignment {
+        pod_cpuset: None,
+        pod_shared_pool: None,
+        pod_memory: Vec::new(),
+        pod_cfs_quota_disabled: false,
+        node_shared_pool: String::new(),
+        containers: Vec::new(),
+    }
 }
 
 /// KEP-5526 `AllocatePod` (pod scope) and `AllocateContainerScope`
 /// (`Allocate` per container), with the checks both files' `notes` ask for.
+/// `error` strings are the error's type (`EmptyPodSharedPoolError`); a
+/// rejected pod has no assignment, so every size and list compares with an
+/// empty one.
 fn pod_allocation_case(
     policy: &PolicyRuntime,
     file: &Value,
@@ -1697,16 +2515,43 @@ fn pod_allocation_case(
     input: &Value,
     expected: &Value,
 ) -> CaseResultText {
-    let topology = vector_topology(file, input["topology"].as_str().unwrap_or_default())?;
+    // `pod_builder` names the upstream helper that built the pod; the pod
+    // itself is given in full.
+    cpu_input_fields(input, &["pod", "topology_hint", "pod_builder"])?;
+    opt_str(input, "pod_builder")?;
+    let mut known = vec![
+        "admitted",
+        "assignments",
+        "default_cpuset",
+        "metrics",
+        "podSetSize",
+        "exclusiveSizes",
+        "sharedPoolSize",
+        "sharedContainers",
+        "nodeSharedContainers",
+    ];
+    known.extend(ERROR_KEYS);
+    expected_fields(expected, &known)?;
+    let metrics = &expected["metrics"];
+    known_keys_opt(
+        "expected.metrics",
+        metrics,
+        &[
+            "allocs",
+            "exclusive_assignments",
+            "pod_shared_pool_assignments",
+            "errors",
+        ],
+    )?;
+    let topology = vector_topology(file, req_str(input, "topology")?)?;
     let node = static_cpu_node(input, case_name)?;
-    let uid = input["pod"]["uid"]
-        .as_str()
-        .ok_or("input.pod.uid is not a string")?;
+    let (uid, pod) = vector_input_pod(input)?;
+    let uid = uid.as_str();
     let start_state = vector_cpu_state(&input["state"])?;
     let pod_request = wit::PodRequest {
         manager: wit::ResourceManager::Cpu,
         state: start_state.clone(),
-        pod: vector_pod(&input["pod"], uid)?,
+        pod,
         hint: vector_hint(&input["topology_hint"])?,
     };
     let request = if function == "AllocatePod" {
@@ -1714,26 +2559,22 @@ fn pod_allocation_case(
     } else {
         wit::ManagerRequest::AllocateContainers(pod_request)
     };
-    let want_error = expected_error(expected, "error");
+    let want_error = manager_want(expected, &ERROR_KEYS, StringIs::Type)?;
     let mut problems = Vec::new();
     let (state, assignment) = match operation(policy, &request, &topology, &node)? {
         Ok(wit::ManagerResponse::Allocated(allocation)) => {
-            check_eq(&mut problems, "error", None, want_error.clone());
+            check_manager_error(&mut problems, &want_error, None);
             (allocation.state, Some(allocation.assignment))
         }
         Ok(other) => return Err(unexpected_response(&other)),
         Err(e) => {
-            check_eq(
-                &mut problems,
-                "error",
-                Some(e.reason.clone()),
-                want_error.clone(),
-            );
+            check_manager_error(&mut problems, &want_error, Some(&e));
             (start_state, None)
         }
     };
-    if let Some(admitted) = expected.get("admitted").and_then(Value::as_bool) {
-        check_eq(&mut problems, "admitted", assignment.is_some(), admitted);
+    let admitted = assignment.is_some();
+    if let Some(want) = opt_bool(expected, "admitted").map_err(|e| format!("expected.{e}"))? {
+        check_eq(&mut problems, "admitted", admitted, want);
     }
     if let Some(want) = expected.get("assignments") {
         check_eq(
@@ -1751,9 +2592,7 @@ fn pod_allocation_case(
             vector_cpus(want)?,
         );
     }
-    let Some(assignment) = assignment else {
-        return finish(problems);
-    };
+    let assignment = assignment.unwrap_or_else(no_assignment);
     let level = |want: wit::CpuIsolation| -> BTreeMap<String, Option<String>> {
         assignment
             .containers
@@ -1765,12 +2604,14 @@ fn pod_allocation_case(
     let exclusive = level(wit::CpuIsolation::Container);
     let pod_shared = level(wit::CpuIsolation::Pod);
     let node_shared: BTreeSet<String> = level(wit::CpuIsolation::Host).into_keys().collect();
-    let metrics = &expected["metrics"];
-    if let Some(allocs) = metrics.get("allocs").and_then(Value::as_u64) {
+    let count = |key: &str| -> Checked<Option<u64>> {
+        opt_u64(metrics, key).map_err(|e| format!("expected.metrics.{e}"))
+    };
+    if let Some(allocs) = count("allocs")? {
         let held = cpu_entries(&state)?.get(uid).map_or(0, BTreeMap::len);
         check_eq(&mut problems, "allocs", held as u64, allocs);
     }
-    if let Some(n) = metrics.get("exclusive_assignments").and_then(Value::as_u64) {
+    if let Some(n) = count("exclusive_assignments")? {
         check_eq(
             &mut problems,
             "exclusive assignments",
@@ -1778,10 +2619,7 @@ fn pod_allocation_case(
             n,
         );
     }
-    if let Some(n) = metrics
-        .get("pod_shared_pool_assignments")
-        .and_then(Value::as_u64)
-    {
+    if let Some(n) = count("pod_shared_pool_assignments")? {
         check_eq(
             &mut problems,
             "pod shared pool assignments",
@@ -1789,24 +2627,38 @@ fn pod_allocation_case(
             n,
         );
     }
+    if let Some(n) = count("errors")? {
+        check_eq(&mut problems, "errors", u64::from(!admitted), n);
+    }
     let set = |text: &Option<String>| text.as_deref().map_or(Ok(CpuSet::new()), cpus);
     let pod_set = set(&assignment.pod_cpuset)?;
     let pool = set(&assignment.pod_shared_pool)?;
-    if let Some(size) = expected.get("podSetSize").and_then(Value::as_u64) {
+    let size = |key: &str| -> Checked<Option<u64>> {
+        opt_u64(expected, key).map_err(|e| format!("expected.{e}"))
+    };
+    if let Some(size) = size("podSetSize")? {
         check_eq(&mut problems, "pod set size", pod_set.len() as u64, size);
     }
-    if let Some(want) = expected.get("exclusiveSizes").and_then(Value::as_object) {
-        let want: BTreeMap<String, u64> = want
-            .iter()
-            .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(u64::MAX)))
-            .collect();
-        let got = exclusive
-            .iter()
-            .map(|(k, v)| Ok((k.clone(), set(v)?.len() as u64)))
-            .collect::<Checked<BTreeMap<_, _>>>()?;
-        check_eq(&mut problems, "exclusive sizes", got, want);
+    match expected.get("exclusiveSizes") {
+        None => {}
+        Some(Value::Object(want)) => {
+            let want = want
+                .iter()
+                .map(|(k, v)| {
+                    v.as_u64()
+                        .map(|n| (k.clone(), n))
+                        .ok_or_else(|| format!("expected.exclusiveSizes[{k}] is not a count: {v}"))
+                })
+                .collect::<Checked<BTreeMap<String, u64>>>()?;
+            let got = exclusive
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), set(v)?.len() as u64)))
+                .collect::<Checked<BTreeMap<_, _>>>()?;
+            check_eq(&mut problems, "exclusive sizes", got, want);
+        }
+        Some(other) => return Err(format!("expected.exclusiveSizes is not a map: {other}")),
     }
-    if let Some(size) = expected.get("sharedPoolSize").and_then(Value::as_u64) {
+    if let Some(size) = size("sharedPoolSize")? {
         check_eq(&mut problems, "shared pool size", pool.len() as u64, size);
     }
     if let Some(want) = expected.get("nodeSharedContainers") {
@@ -1814,7 +2666,7 @@ fn pod_allocation_case(
             &mut problems,
             "node shared containers",
             node_shared,
-            names(want),
+            names("expected.nodeSharedContainers", want)?,
         );
     }
     let long_running: Vec<&wit::ContainerAssignment> = assignment
@@ -1823,7 +2675,7 @@ fn pod_allocation_case(
         .filter(|c| c.kind != wit::ContainerKind::Init)
         .collect();
     if let Some(want) = expected.get("sharedContainers") {
-        let want = names(want);
+        let want = names("expected.sharedContainers", want)?;
         let got: BTreeSet<String> = long_running
             .iter()
             .filter(|c| c.cpu_isolation == wit::CpuIsolation::Pod)
@@ -1877,24 +2729,40 @@ fn pod_allocation_case(
 }
 
 /// The memory vectors' state: `assignments` (pod -> container -> blocks) on
-/// the default machine state.
-fn vector_memory_state(value: &Value) -> Checked<wit::ManagerState> {
+/// the given machine state (empty = the default one).
+fn vector_memory_state(
+    assignments: &Value,
+    machine_state: Vec<wit::NumaMemoryState>,
+) -> Checked<wit::ManagerState> {
     let mut state = crate::empty_manager_state();
     state.memory.policy_name = "Static".into();
-    for (uid, containers) in value.as_object().into_iter().flatten() {
+    state.memory.machine_state = machine_state;
+    let pods = match assignments {
+        Value::Null => return Ok(state),
+        Value::Object(pods) => pods,
+        other => return Err(format!("input.assignments is not a map: {other}")),
+    };
+    for (uid, containers) in pods {
         let mut entry = wit::PodMemoryEntries {
             pod_uid: uid.clone(),
             containers: Vec::new(),
         };
-        for (name, blocks) in containers.as_object().into_iter().flatten() {
+        let containers = containers
+            .as_object()
+            .ok_or_else(|| format!("assignments[{uid}] is not a map: {containers}"))?;
+        for (name, blocks) in containers {
             let blocks = blocks
                 .as_array()
                 .ok_or("blocks are not a list")?
                 .iter()
                 .map(|b| {
+                    let what = format!("assignments[{uid}][{name}] block");
+                    known_keys(&what, b, &["numaAffinity", "type", "size"])?;
                     Ok(wit::MemoryBlock {
                         numa_affinity: vector_mask(&b["numaAffinity"])?.unwrap_or_default(),
-                        resource_name: b["type"].as_str().unwrap_or_default().to_string(),
+                        resource_name: req_str(b, "type")
+                            .map_err(|e| format!("{what}: {e}"))?
+                            .to_string(),
                         size: b["size"].as_u64().ok_or("block size is not a number")?,
                     })
                 })
@@ -1909,36 +2777,221 @@ fn vector_memory_state(value: &Value) -> Checked<wit::ManagerState> {
     Ok(state)
 }
 
-fn memory_node() -> (wit::NodeTopology, NodeSettings) {
-    let (topology, reserved) = memory_test_machine();
+/// `input.machine_state`: absent, or a sentence saying it is the default
+/// one (`"default (irrelevant)"`), is the default machine state of the
+/// notes' machine; a map is the checkpoint's `machineState`: NUMA id ->
+/// `{numberOfAssignments, memoryMap: {resource: {total, systemReserved,
+/// allocatable, reserved, free}}, cells}` (a missing number is 0, missing
+/// `cells` the node alone), passed to the component as the state's machine state.
+fn vector_machine_state(value: &Value) -> Checked<Option<Vec<wit::NumaMemoryState>>> {
+    let nodes = match value {
+        Value::Null => return Ok(None),
+        Value::String(text) if text.trim_start().to_lowercase().starts_with("default") => {
+            return Ok(None);
+        }
+        Value::String(text) => {
+            return Err(format!(
+                "input.machine_state {text:?} is neither the default one nor a machine state map"
+            ));
+        }
+        Value::Object(nodes) if nodes.is_empty() => {
+            return Err("input.machine_state is an empty map".into());
+        }
+        Value::Object(nodes) => nodes,
+        other => return Err(format!("input.machine_state is not a map: {other}")),
+    };
+    let mut out = Vec::new();
+    for (id, node) in nodes {
+        let what = format!("input.machine_state[{id}]");
+        let numa_node: u32 = id
+            .parse()
+            .map_err(|_| format!("{what}: the key is not a NUMA node id"))?;
+        known_keys(&what, node, &["numberOfAssignments", "memoryMap", "cells"])?;
+        let number_of_assignments = match &node["numberOfAssignments"] {
+            Value::Null => 0,
+            v => v
+                .as_i64()
+                .ok_or_else(|| format!("{what}.numberOfAssignments is not an integer: {v}"))?,
+        };
+        let mut memory_map = Vec::new();
+        match &node["memoryMap"] {
+            Value::Null => {}
+            Value::Object(tables) => {
+                for (resource, table) in tables {
+                    let what = format!("{what}.memoryMap[{resource}]");
+                    known_keys(
+                        &what,
+                        table,
+                        &["total", "systemReserved", "allocatable", "reserved", "free"],
+                    )?;
+                    let field = |key: &str| -> Checked<u64> {
+                        opt_u64(table, key)
+                            .map(Option::unwrap_or_default)
+                            .map_err(|e| format!("{what}.{e}"))
+                    };
+                    memory_map.push(wit::MemoryTable {
+                        resource_name: resource.clone(),
+                        total: field("total")?,
+                        system_reserved: field("systemReserved")?,
+                        allocatable: field("allocatable")?,
+                        reserved: field("reserved")?,
+                        free: field("free")?,
+                    });
+                }
+            }
+            other => return Err(format!("{what}.memoryMap is not a map: {other}")),
+        }
+        let cells = match &node["cells"] {
+            Value::Null => vec![numa_node],
+            Value::Array(ids) => ids
+                .iter()
+                .map(|c| as_u32(c, "cells entry"))
+                .collect::<Checked<Vec<_>>>()?,
+            other => return Err(format!("{what}.cells is not a list: {other}")),
+        };
+        out.push(wit::NumaMemoryState {
+            numa_node,
+            number_of_assignments,
+            memory_map,
+            cells,
+        });
+    }
+    Ok(Some(out))
+}
+
+/// The page size of a `hugepages-<size>` resource, in bytes.
+fn hugepage_size(resource: &str) -> Checked<Option<u64>> {
+    let Some(size) = resource.strip_prefix("hugepages-") else {
+        return Ok(None);
+    };
+    let q = parse_q(size)?;
+    u64::try_from(q.value())
+        .ok()
+        .filter(|n| *n > 0)
+        .map(Some)
+        .ok_or_else(|| format!("bad huge page size in {resource}"))
+}
+
+/// The node a memory case runs on: the notes' machine and its reservations,
+/// or, for a case with its own machine state, the machine that state
+/// describes (each node's memory and huge pages from its tables' `total`,
+/// the reservations from `systemReserved`). The Static memory policy, with
+/// the case's feature gates.
+fn memory_node(
+    input: &Value,
+    machine_state: Option<&[wit::NumaMemoryState]>,
+) -> Checked<(wit::NodeTopology, NodeSettings)> {
+    let (topology, reserved) = match machine_state {
+        None => memory_test_machine(),
+        Some(states) => {
+            let mut numa_nodes = Vec::new();
+            let mut reserved = Vec::new();
+            for state in states {
+                let mut hugepages = Vec::new();
+                let mut limits = Vec::new();
+                for table in &state.memory_map {
+                    if let Some(page) = hugepage_size(&table.resource_name)? {
+                        hugepages.push(wit::HugepagePool {
+                            page_size_bytes: page,
+                            pages: table.total / page,
+                        });
+                    }
+                    if table.system_reserved > 0 {
+                        limits.push(wit::ResourceQuantity {
+                            name: table.resource_name.clone(),
+                            quantity: table.system_reserved.to_string(),
+                        });
+                    }
+                }
+                numa_nodes.push(wit::NumaNodeInfo {
+                    id: state.numa_node,
+                    memory_bytes: state
+                        .memory_map
+                        .iter()
+                        .fold(0u64, |sum, t| sum.saturating_add(t.total)),
+                    hugepages,
+                    distances: Vec::new(),
+                });
+                if !limits.is_empty() {
+                    reserved.push(wit::NumaReservedMemory {
+                        numa_node: state.numa_node,
+                        limits,
+                    });
+                }
+            }
+            (
+                wit::NodeTopology {
+                    cpus: Vec::new(),
+                    numa_nodes,
+                },
+                reserved,
+            )
+        }
+    };
     let node = NodeSettings {
         memory_manager_policy: Some("Static".into()),
         reserved_memory: reserved,
-        ..empty_node()
+        ..node_with_gates(input)?
     };
-    (topology, node)
+    Ok((topology, node))
 }
 
-/// Memory manager `GetTopologyHints` (container scope).
-fn memory_hints_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseResultText {
-    let uid = input["pod_uid"]
-        .as_str()
-        .ok_or("input.pod_uid is not a string")?;
-    let name = input["container"]
-        .as_str()
-        .ok_or("input.container is not a string")?;
-    let resources = &input["container_resources"];
-    // A string describes upstream's burstable requirements (requests != limits).
-    let container = if resources.is_object() {
-        serde_json::json!({"name": name, "requests": resources["requests"], "limits": resources["limits"]})
+/// `container_resources` given by the name of upstream's test fixture (the
+/// notes define `requirementsGuaranteed`; `requirementsBurstable` has
+/// requests below limits).
+fn named_requirements(name: &str) -> Checked<Value> {
+    if name.starts_with("requirementsGuaranteed") {
+        let list = serde_json::json!({"cpu": "1000Mi", "memory": "1Gi", "hugepages-1Gi": "1Gi"});
+        Ok(serde_json::json!({"requests": list.clone(), "limits": list}))
+    } else if name.starts_with("requirementsBurstable") {
+        Ok(serde_json::json!({
+            "requests": {"cpu": "1", "memory": "1Gi"},
+            "limits": {"cpu": "2", "memory": "2Gi"},
+        }))
     } else {
-        serde_json::json!({"name": name, "requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}})
+        Err(format!(
+            "input.container_resources names unknown requirements {name:?}"
+        ))
+    }
+}
+
+/// Memory manager `GetTopologyHints` (container scope), on the case's
+/// machine state.
+fn memory_hints_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseResultText {
+    input_fields(
+        input,
+        &[
+            "pod_uid",
+            "container",
+            "container_resources",
+            "assignments",
+            "machine_state",
+            "featureGates",
+            "feature_gates",
+        ],
+    )?;
+    expected_fields(expected, &["hints"])?;
+    let uid = req_str(input, "pod_uid")?;
+    let name = req_str(input, "container")?;
+    let resources = match &input["container_resources"] {
+        Value::String(text) => named_requirements(text)?,
+        v @ Value::Object(_) => {
+            known_keys("input.container_resources", v, &["requests", "limits"])?;
+            v.clone()
+        }
+        other => return Err(format!("input.container_resources: unexpected {other}")),
     };
+    let container = serde_json::json!({
+        "name": name,
+        "requests": resources["requests"],
+        "limits": resources["limits"],
+    });
     let pod = vector_pod(&serde_json::json!({"containers": [container]}), uid)?;
-    let (topology, node) = memory_node();
+    let machine_state = vector_machine_state(&input["machine_state"])?;
+    let (topology, node) = memory_node(input, machine_state.as_deref())?;
     let request = wit::ManagerRequest::TopologyHints(wit::HintsRequest {
         manager: wit::ResourceManager::Memory,
-        state: vector_memory_state(&input["assignments"])?,
+        state: vector_memory_state(&input["assignments"], machine_state.unwrap_or_default())?,
         pod,
         container: Some(name.to_string()),
     });
@@ -1947,6 +3000,9 @@ fn memory_hints_case(policy: &PolicyRuntime, input: &Value, expected: &Value) ->
         Ok(other) => return Err(unexpected_response(&other)),
         Err(e) => return Err(format!("unexpected error {:?}", e.message)),
     };
+    if expected.get("hints").is_none() {
+        return Err("expected.hints is missing".into());
+    }
     let want: Option<BTreeMap<String, Vec<wit::TopologyHint>>> = match &expected["hints"] {
         Value::Null => None,
         Value::Object(map) => Some(
@@ -1979,14 +3035,25 @@ fn memory_hints_case(policy: &PolicyRuntime, input: &Value, expected: &Value) ->
     }
 }
 
-/// Memory manager `getPodRequestedResources`.
+/// Memory manager `getPodRequestedResources` (the pod's fields at the top of `input`).
 fn memory_requested_case(
     policy: &PolicyRuntime,
     input: &Value,
     expected: &Value,
 ) -> CaseResultText {
+    input_fields(
+        input,
+        &[
+            "containers",
+            "init_containers",
+            "pod_level_resources",
+            "featureGates",
+            "feature_gates",
+        ],
+    )?;
+    expected_fields(expected, &["requested"])?;
     let pod = vector_pod(input, "pod")?;
-    let (topology, node) = memory_node();
+    let (topology, node) = memory_node(input, None)?;
     let request = wit::ManagerRequest::PodRequested(wit::PodRequestedRequest {
         manager: wit::ResourceManager::Memory,
         pod,

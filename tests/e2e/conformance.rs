@@ -1,7 +1,8 @@
-//! The shared vectors through the component. Areas whose issues have landed
+//! The conformance vectors (tests/vectors, the repository's copy of the shared ones) through the component. Areas whose issues have landed
 //! must pass completely; the rest must at least run and report.
 
 use podpolicy::conformance::{Outcome, Totals, run_file};
+use serde_json::{Value, json};
 
 use crate::util::{policy, vectors_dir};
 
@@ -119,4 +120,365 @@ fn every_shared_file_runs_through_the_runner() {
     }
     assert_eq!(files, 16);
     assert_eq!(total.passed + total.failed + total.skipped, 537, "{total}");
+}
+
+// ----------------------------------------------------------------------
+// The whole vector contract: a runner that reads only the fields the
+// shared cases happen to vary passes vacuously. Synthetic files (cases of
+// the shared files, changed) in a temp dir, with per-case outcomes asserted.
+// ----------------------------------------------------------------------
+
+/// A shared file (its header: notes, topologies, numa_infos).
+fn shared(relative: &str) -> Value {
+    let path = vectors_dir().join(relative);
+    serde_json::from_str(&std::fs::read_to_string(&path).expect("vector file")).expect("json")
+}
+
+/// The first case of `file` whose name starts with `prefix` and that `keep` accepts.
+fn case_of(file: &Value, prefix: &str, keep: impl Fn(&Value) -> bool) -> Value {
+    file["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .find(|c| c["name"].as_str().is_some_and(|n| n.starts_with(prefix)) && keep(c))
+        .unwrap_or_else(|| panic!("no case {prefix:?}"))
+        .clone()
+}
+
+/// `base` with `name` and `edit` applied.
+fn variant(base: &Value, name: &str, edit: impl FnOnce(&mut Value)) -> Value {
+    let mut case = base.clone();
+    case["name"] = json!(name);
+    edit(&mut case);
+    case
+}
+
+/// Run `cases` as a file with `header`'s other fields; outcome per case name.
+fn run_cases(test: &str, header: &Value, cases: Vec<Value>) -> Vec<(String, Outcome)> {
+    let mut file = header.clone();
+    file["cases"] = Value::Array(cases);
+    let path = crate::util::temp_dir(test).join("vectors.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&file).expect("json")).expect("write");
+    run_file(policy(), &path)
+        .expect("vector file runs")
+        .cases
+        .into_iter()
+        .map(|c| (c.name, c.outcome))
+        .collect()
+}
+
+#[track_caller]
+fn assert_outcomes(got: &[(String, Outcome)], passes: &[&str], fails: &[(&str, &str)]) {
+    for name in passes {
+        let (_, outcome) = got.iter().find(|(n, _)| n == name).expect("case ran");
+        assert_eq!(outcome, &Outcome::Pass, "{name}");
+    }
+    for (name, why) in fails {
+        let (_, outcome) = got.iter().find(|(n, _)| n == name).expect("case ran");
+        match outcome {
+            Outcome::Fail(text) => assert!(
+                text.contains(why),
+                "{name}: failed, but not for {why:?}: {text}"
+            ),
+            other => panic!("{name}: expected a failure ({why}), got {other:?}"),
+        }
+    }
+    assert_eq!(got.len(), passes.len() + fails.len(), "{got:?}");
+}
+
+const GIB: u64 = 1 << 30;
+
+/// A memory table of the checkpoint (`MemoryTable` JSON names).
+fn table(total: u64, system_reserved: u64, reserved: u64) -> Value {
+    json!({
+        "total": total,
+        "systemReserved": system_reserved,
+        "allocatable": total - system_reserved,
+        "reserved": reserved,
+        "free": total - system_reserved - reserved,
+    })
+}
+
+/// A memory manager case's `machine_state` is the state the hints are
+/// computed from: with NUMA node 0 fully reserved only node 1 fits, where
+/// the default machine state (all free) offers 0, 1 and {0,1}.
+#[test]
+fn memory_manager_machine_state_is_read() {
+    let file = shared("k8s-managers/memory-static-policy.json");
+    let base = case_of(
+        &file,
+        "TestStaticPolicyGetTopologyHints / should provide",
+        |_| true,
+    );
+    let hints = |masks: &[(&[u32], bool)]| {
+        let list: Vec<Value> = masks
+            .iter()
+            .map(|(mask, preferred)| json!({"mask": mask, "preferred": preferred}))
+            .collect();
+        json!({"memory": list, "hugepages-1Gi": list})
+    };
+    let everywhere = hints(&[(&[0], true), (&[1], true), (&[0, 1], false)]);
+    let node1_only = hints(&[(&[1], true)]);
+    let busy_node0 = json!({
+        "0": {"numberOfAssignments": 2, "cells": [0], "memoryMap": {
+            "memory": table(6 * GIB, GIB, 5 * GIB),
+            "hugepages-1Gi": table(4 * GIB, 0, 4 * GIB)}},
+        "1": {"numberOfAssignments": 0, "cells": [1], "memoryMap": {
+            "memory": table(6 * GIB, GIB, 0),
+            "hugepages-1Gi": table(4 * GIB, 0, 0)}},
+    });
+    // No existing assignment: the hints come from the machine state.
+    let fresh = |name: &str, machine_state: Option<Value>, want: &Value| {
+        variant(&base, name, |c| {
+            c["input"]["assignments"] = json!({});
+            match &machine_state {
+                Some(m) => c["input"]["machine_state"] = m.clone(),
+                None => {
+                    c["input"].as_object_mut().unwrap().remove("machine_state");
+                }
+            }
+            c["expected"]["hints"] = want.clone();
+        })
+    };
+    let mut unknown_table_field = busy_node0.clone();
+    unknown_table_field["1"]["memoryMap"]["memory"]["hugeReserve"] = json!(0);
+    let cases = vec![
+        fresh("node 0 busy", Some(busy_node0.clone()), &node1_only),
+        fresh("node 0 busy, default hints", Some(busy_node0), &everywhere),
+        fresh(
+            "default machine state",
+            Some(json!("default (irrelevant)")),
+            &everywhere,
+        ),
+        fresh("no machine state", None, &everywhere),
+        fresh(
+            "machine state in words",
+            Some(json!("node 0 full")),
+            &everywhere,
+        ),
+        fresh(
+            "unknown table field",
+            Some(unknown_table_field),
+            &node1_only,
+        ),
+        // The notes' named fixture is Guaranteed (requests == limits), so it gets hints.
+        variant(&base, "requirementsGuaranteed by name", |c| {
+            c["input"]["assignments"] = json!({});
+            c["input"]["container_resources"] = json!("requirementsGuaranteed");
+            c["expected"]["hints"] = everywhere.clone();
+        }),
+    ];
+    assert_outcomes(
+        &run_cases("conformance-machine-state", &file, cases),
+        &[
+            "node 0 busy",
+            "default machine state",
+            "no machine state",
+            "requirementsGuaranteed by name",
+        ],
+        &[
+            ("node 0 busy, default hints", "expected"),
+            ("machine state in words", "machine_state"),
+            ("unknown table field", "hugeReserve"),
+        ],
+    );
+}
+
+/// Expected errors may be objects `{type, message}` (and lists): the type
+/// and the message are both compared, for manager errors and field errors.
+#[test]
+fn expected_errors_as_objects() {
+    // Static CPU policy: error strings are exact Go texts.
+    let cpu = shared("k8s-managers/cpu-static-policy.json");
+    let smt = case_of(&cpu, "TestStaticPolicyAdd / GuPodSingleCore", |c| {
+        c["expected"]["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("SMT Alignment Error: requested 1"))
+    });
+    let message = smt["expected"]["error"].as_str().unwrap().to_string();
+    let with_error =
+        |name: &str, error: Value| variant(&smt, name, |c| c["expected"]["error"] = error);
+    let cases = vec![
+        with_error("string", json!(message)),
+        with_error(
+            "type and message",
+            json!({"type": "SMTAlignmentError", "message": message}),
+        ),
+        with_error("type only", json!({"type": "SMTAlignmentError"})),
+        with_error("list of strings", json!([message])),
+        with_error(
+            "wrong type",
+            json!({"type": "TopologyAffinityError", "message": message}),
+        ),
+        with_error(
+            "wrong message",
+            json!({"type": "SMTAlignmentError", "message": format!("{message}.")}),
+        ),
+        with_error(
+            "a field path",
+            json!({"type": "SMTAlignmentError", "field": "spec.containers[0]"}),
+        ),
+        with_error(
+            "unknown error key",
+            json!({"type": "SMTAlignmentError", "detail": "x"}),
+        ),
+        with_error("no error", Value::Null),
+    ];
+    assert_outcomes(
+        &run_cases("conformance-manager-errors", &cpu, cases),
+        &["string", "type and message", "type only", "list of strings"],
+        &[
+            ("wrong type", "TopologyAffinityError"),
+            ("wrong message", "expected error"),
+            ("a field path", "no field path"),
+            ("unknown error key", "detail"),
+            ("no error", "unexpected error"),
+        ],
+    );
+
+    // KEP-5526 allocation: a string is the error's type.
+    let kep = shared("kep-derived/kep5526-allocation.json");
+    let rejected = case_of(&kep, "pod scope table: admission failure", |_| true);
+    let with_error =
+        |name: &str, error: Value| variant(&rejected, name, |c| c["expected"]["error"] = error);
+    let cases = vec![
+        with_error("type object", json!({"type": "EmptyPodSharedPoolError"})),
+        with_error("wrong type", json!({"type": "UnexpectedAdmissionError"})),
+    ];
+    assert_outcomes(
+        &run_cases("conformance-kep5526-errors", &kep, cases),
+        &["type object"],
+        &[("wrong type", "UnexpectedAdmissionError")],
+    );
+
+    // Pod validation: field errors by type (Go constant or short name) and field.
+    let validation = shared("kep-derived/pod-level-validation.json");
+    let invalid = case_of(&validation, "pod request > pod limit", |_| true);
+    let with_errors =
+        |name: &str, errors: Value| variant(&invalid, name, |c| c["expected"]["errors"] = errors);
+    let cases = vec![
+        with_errors(
+            "FieldValueInvalid",
+            json!([{"type": "FieldValueInvalid", "field": "spec.resources.requests"}]),
+        ),
+        with_errors(
+            "FieldValueForbidden",
+            json!([{"type": "FieldValueForbidden", "field": "spec.resources.requests"}]),
+        ),
+        with_errors(
+            "message not in the error",
+            json!([{"type": "Invalid", "message": "no such words in any error"}]),
+        ),
+        with_errors("unknown type", json!([{"type": "FieldValueBogus"}])),
+    ];
+    assert_outcomes(
+        &run_cases("conformance-field-errors", &validation, cases),
+        &["FieldValueInvalid"],
+        &[
+            ("FieldValueForbidden", "expected an error"),
+            ("message not in the error", "expected an error"),
+            ("unknown type", "FieldValueBogus"),
+        ],
+    );
+}
+
+/// A case with an input (or expected) field its adapter does not read fails
+/// instead of passing vacuously.
+#[test]
+fn unknown_fields_fail_the_case() {
+    let cpu = shared("k8s-managers/cpu-static-policy.json");
+    let allocate = case_of(&cpu, "TestStaticPolicyAdd", |c| {
+        c["input"]["operation"] == "Allocate" && c["expected"]["allocated"] == true
+    });
+    let cases = vec![
+        variant(&allocate, "as shared", |_| {}),
+        variant(&allocate, "new input field", |c| {
+            c["input"]["numa_policy"] = json!("interleave");
+        }),
+        variant(&allocate, "new container field", |c| {
+            c["input"]["pod"]["containers"][0]["gpu_request"] = json!("1");
+        }),
+        variant(&allocate, "new expected field", |c| {
+            c["expected"]["numa_nodes"] = json!([0]);
+        }),
+        variant(&allocate, "two function keys", |c| {
+            c["input"]["function"] = json!("Allocate");
+        }),
+    ];
+    assert_outcomes(
+        &run_cases("conformance-unknown-cpu", &cpu, cases),
+        &["as shared"],
+        &[
+            ("new input field", "numa_policy"),
+            ("new container field", "gpu_request"),
+            ("new expected field", "numa_nodes"),
+            ("two function keys", "more than once"),
+        ],
+    );
+
+    let effective = shared("k8s-core/effective-pod-resources.json");
+    let base = case_of(&effective, "pod overhead excluded", |_| true);
+    let cases = vec![
+        variant(&base, "as shared", |_| {}),
+        variant(&base, "new option", |c| {
+            c["input"]["options"]["excludeEphemeralContainers"] = json!(true);
+        }),
+        variant(&base, "non-boolean option", |c| {
+            c["input"]["options"]["excludeOverhead"] = json!("yes");
+        }),
+    ];
+    assert_outcomes(
+        &run_cases("conformance-unknown-options", &effective, cases),
+        &["as shared"],
+        &[
+            ("new option", "excludeEphemeralContainers"),
+            ("non-boolean option", "excludeOverhead"),
+        ],
+    );
+
+    let memory_high = shared("kep-derived/memory-high.json");
+    let base = case_of(&memory_high, "", |c| {
+        c["input"]["function"] == "ContainerMemoryHigh"
+    });
+    let cases = vec![
+        variant(&base, "as shared", |_| {}),
+        variant(&base, "new input field", |c| {
+            c["input"]["swapBytes"] = json!(0);
+        }),
+        variant(&base, "request as text", |c| {
+            c["input"]["requestBytes"] = json!("100Mi");
+        }),
+    ];
+    assert_outcomes(
+        &run_cases("conformance-unknown-memory-high", &memory_high, cases),
+        &["as shared"],
+        &[
+            ("new input field", "swapBytes"),
+            ("request as text", "requestBytes"),
+        ],
+    );
+
+    let oom = shared("k8s-core/oom-score-adj.json");
+    let base = case_of(&oom, "", |c| c["expected"].get("oomScoreAdj").is_some());
+    let score = base["expected"]["oomScoreAdj"].as_i64().unwrap();
+    let cases = vec![
+        variant(&base, "as shared", |_| {}),
+        variant(&base, "new expected field", |c| {
+            c["expected"]["oomScoreAdjDefault"] = json!(score);
+        }),
+        // Every bound given is checked, not only the first one found.
+        variant(&base, "exact score contradicts the range", |c| {
+            c["expected"]["oomScoreAdjMin"] = json!(score - 1);
+            c["expected"]["oomScoreAdjMax"] = json!(score + 1);
+            c["expected"]["oomScoreAdj"] = json!(score + 1);
+        }),
+    ];
+    assert_outcomes(
+        &run_cases("conformance-unknown-oom", &oom, cases),
+        &["as shared"],
+        &[
+            ("new expected field", "oomScoreAdjDefault"),
+            ("exact score contradicts the range", "expected"),
+        ],
+    );
 }
