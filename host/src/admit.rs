@@ -10,9 +10,12 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use anyhow::{Context, Result, anyhow, bail};
-use serde_json::{Value, json};
+use serde::Serialize;
 
-use crate::bindings::{Admission, ManagerState, NodeSettings, NodeTopology, Pod, QosClass};
+use crate::bindings::{
+    Admission, CpuIsolation, ManagerState, NodeSettings, NodeTopology, Pod, QosClass,
+    ResourceManager, TopologyHint,
+};
 use crate::cgroupfs::{self, CgroupRoot, CgroupValues, FileValue};
 use crate::runtime::PolicyRuntime;
 use crate::{checkpoint, format_field_errors};
@@ -134,27 +137,273 @@ pub fn cpuset_values(
     Ok(out)
 }
 
-/// The result of `admit`, for output.
-pub fn admission_json(pod: &Pod, admission: &Admission) -> Value {
-    let a = &admission.assignment;
-    json!({
-        "pod": format!("{}/{}", pod.namespace, pod.name),
-        "uid": pod.uid,
-        "admitted": admission.rejection.is_none(),
-        "rejection": admission.rejection.as_ref().map(|r| json!({"reason": r.reason, "message": r.message})),
-        "topology": admission.topology,
-        "podCpuset": a.pod_cpuset,
-        "podSharedPool": a.pod_shared_pool,
-        "nodeSharedPool": a.node_shared_pool,
-        "podCfsQuotaDisabled": a.pod_cfs_quota_disabled,
-        "containers": a.containers.iter().map(|c| json!({
-            "name": c.name,
-            "cpuset": c.cpuset,
-            "cpuIsolation": format!("{:?}", c.cpu_isolation).to_lowercase(),
-            "cfsQuotaDisabled": c.cfs_quota_disabled,
-            "memory": c.memory,
-        })).collect::<Vec<_>>(),
-    })
+/// A NUMA affinity for output: `[0, 1]`, or `null` for "don't care".
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HintOut {
+    /// NUMA node ids; `None` = any.
+    pub numa_affinity: Option<Vec<u32>>,
+    /// Whether the hint is preferred.
+    pub preferred: bool,
+}
+
+impl From<&TopologyHint> for HintOut {
+    fn from(h: &TopologyHint) -> Self {
+        HintOut {
+            numa_affinity: h.numa_affinity.clone(),
+            preferred: h.preferred,
+        }
+    }
+}
+
+/// One memory block for output.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryBlockOut {
+    /// NUMA nodes.
+    pub numa_affinity: Vec<u32>,
+    /// `memory` or `hugepages-<size>`.
+    pub resource_name: String,
+    /// Bytes.
+    pub size: u64,
+}
+
+/// One provider's hints for one resource.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderHintsOut {
+    /// `cpu` or `memory` (the CPU or memory manager).
+    pub manager: &'static str,
+    /// The resource the hints are for.
+    pub resource_name: String,
+    /// The hints; `None` = no preference.
+    pub hints: Option<Vec<HintOut>>,
+}
+
+/// One topology manager decision.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DecisionOut {
+    /// The container; `None` = the pod (pod scope).
+    pub container: Option<String>,
+    /// Every provider's hints.
+    pub providers: Vec<ProviderHintsOut>,
+    /// The merged hint.
+    pub affinity: HintOut,
+    /// Whether the policy admits it.
+    pub admit: bool,
+}
+
+/// One container's placement.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerPlacementOut {
+    /// Container name.
+    pub name: String,
+    /// Its CPUs; `None` = the node's shared pool.
+    pub cpuset: Option<String>,
+    /// `host`, `pod` or `container` (KEP-5526 `ResourceIsolationLevel`).
+    pub cpu_isolation: &'static str,
+    /// CFS quota off (exclusive CPUs).
+    pub cfs_quota_disabled: bool,
+    /// Its memory blocks.
+    pub memory: Vec<MemoryBlockOut>,
+}
+
+/// Why the managers refused a pod.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RejectionOut {
+    /// The admission reason the kubelet reports (`TopologyAffinityError`, ...).
+    pub reason: String,
+    /// Upstream's message.
+    pub message: String,
+}
+
+/// The `admit` command's output (`kind: Admission`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionOut {
+    /// `namespace/name`.
+    pub pod: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// Whether the managers admitted it.
+    pub admitted: bool,
+    /// The rejection, when not admitted.
+    pub rejection: Option<RejectionOut>,
+    /// The topology manager's decisions.
+    pub topology: Vec<DecisionOut>,
+    /// The pod-level CPU set (KEP-5526).
+    pub pod_cpuset: Option<String>,
+    /// The pod shared pool.
+    pub pod_shared_pool: Option<String>,
+    /// The node's shared pool after the admission.
+    pub node_shared_pool: String,
+    /// CFS quota off on the pod cgroup.
+    pub pod_cfs_quota_disabled: bool,
+    /// Per container.
+    pub containers: Vec<ContainerPlacementOut>,
+}
+
+/// The KEP-5526 spelling of a CPU isolation level.
+pub fn isolation_name(level: CpuIsolation) -> &'static str {
+    match level {
+        CpuIsolation::Host => "host",
+        CpuIsolation::Pod => "pod",
+        CpuIsolation::Container => "container",
+    }
+}
+
+fn manager_name(manager: ResourceManager) -> &'static str {
+    match manager {
+        ResourceManager::Cpu => "cpu",
+        ResourceManager::Memory => "memory",
+    }
+}
+
+fn blocks(list: &[crate::bindings::MemoryBlock]) -> Vec<MemoryBlockOut> {
+    list.iter()
+        .map(|b| MemoryBlockOut {
+            numa_affinity: b.numa_affinity.clone(),
+            resource_name: b.resource_name.clone(),
+            size: b.size,
+        })
+        .collect()
+}
+
+impl AdmissionOut {
+    /// The output of an admission of `pod`.
+    pub fn new(pod: &Pod, admission: &Admission) -> AdmissionOut {
+        let a = &admission.assignment;
+        AdmissionOut {
+            pod: format!("{}/{}", pod.namespace, pod.name),
+            uid: pod.uid.clone(),
+            admitted: admission.rejection.is_none(),
+            rejection: admission.rejection.as_ref().map(|r| RejectionOut {
+                reason: r.reason.clone(),
+                message: r.message.clone(),
+            }),
+            topology: admission
+                .topology
+                .iter()
+                .map(|d| DecisionOut {
+                    container: d.container.clone(),
+                    providers: d
+                        .providers
+                        .iter()
+                        .flat_map(|p| {
+                            p.hints.iter().flatten().map(move |r| ProviderHintsOut {
+                                manager: manager_name(p.manager),
+                                resource_name: r.resource_name.clone(),
+                                hints: r
+                                    .hints
+                                    .as_ref()
+                                    .map(|h| h.iter().map(HintOut::from).collect()),
+                            })
+                        })
+                        .collect(),
+                    affinity: (&d.affinity).into(),
+                    admit: d.admit,
+                })
+                .collect(),
+            pod_cpuset: a.pod_cpuset.clone(),
+            pod_shared_pool: a.pod_shared_pool.clone(),
+            node_shared_pool: a.node_shared_pool.clone(),
+            pod_cfs_quota_disabled: a.pod_cfs_quota_disabled,
+            containers: a
+                .containers
+                .iter()
+                .map(|c| ContainerPlacementOut {
+                    name: c.name.clone(),
+                    cpuset: c.cpuset.clone(),
+                    cpu_isolation: isolation_name(c.cpu_isolation),
+                    cfs_quota_disabled: c.cfs_quota_disabled,
+                    memory: blocks(&c.memory),
+                })
+                .collect(),
+        }
+    }
+
+    /// A plain-text rendering for a terminal.
+    pub fn to_table(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let _ = writeln!(out, "POD {}  (uid {})", self.pod, self.uid);
+        match &self.rejection {
+            Some(r) => {
+                let _ = writeln!(out, "  REJECTED  {}: {}", r.reason, r.message);
+            }
+            None => {
+                let _ = writeln!(out, "  admitted");
+            }
+        }
+        let numa = |h: &HintOut| match &h.numa_affinity {
+            Some(nodes) => format!(
+                "numa {}{}",
+                nodes
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+                if h.preferred { " (preferred)" } else { "" }
+            ),
+            None => "any NUMA node".to_string(),
+        };
+        for d in &self.topology {
+            let _ = writeln!(
+                out,
+                "  topology   {:<16} {} -> {}",
+                d.container.as_deref().unwrap_or("(pod)"),
+                numa(&d.affinity),
+                if d.admit { "admit" } else { "reject" }
+            );
+        }
+        let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+        let _ = writeln!(out, "  pod cpuset        {}", dash(&self.pod_cpuset));
+        let _ = writeln!(out, "  pod shared pool   {}", dash(&self.pod_shared_pool));
+        let _ = writeln!(out, "  node shared pool  {}", self.node_shared_pool);
+        if !self.containers.is_empty() {
+            let _ = writeln!(
+                out,
+                "  {:<24} {:<10} {:<16} {:<9} memory",
+                "CONTAINER", "ISOLATION", "CPUSET", "CFS QUOTA"
+            );
+        }
+        for c in &self.containers {
+            let memory = c
+                .memory
+                .iter()
+                .map(|b| {
+                    format!(
+                        "{} {} on numa {}",
+                        b.resource_name,
+                        crate::output::human_bytes(b.size),
+                        b.numa_affinity
+                            .iter()
+                            .map(u32::to_string)
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            let _ = writeln!(
+                out,
+                "  {:<24} {:<10} {:<16} {:<9} {}",
+                c.name,
+                c.cpu_isolation,
+                c.cpuset.as_deref().unwrap_or("(shared)"),
+                if c.cfs_quota_disabled { "off" } else { "on" },
+                if memory.is_empty() {
+                    "-".into()
+                } else {
+                    memory
+                }
+            );
+        }
+        out
+    }
 }
 
 /// Admit `pod`: validate, run the managers, persist the new state, and

@@ -13,7 +13,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use podpolicy::bindings::NodeSettings;
 use podpolicy::runtime::{Cache, Limits, PolicyRuntime};
-use podpolicy::{apply, conformance, explain_all, node_input, pod_input};
+use podpolicy::{apply, conformance, explain_all, node_input, output, pod_input};
 
 #[derive(Parser)]
 #[command(
@@ -183,6 +183,9 @@ enum Command {
         /// Directory of the manager checkpoints.
         #[arg(long)]
         state: PathBuf,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Table)]
+        output: Format,
     },
     /// Run as the node agent: watch a directory of pod manifests and keep
     /// the cgroup tree, the resource managers' state and the serving policy
@@ -299,6 +302,9 @@ enum PolicyCommand {
         /// The policy directory.
         #[arg(long, value_name = "DIR")]
         policy_dir: PathBuf,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Table)]
+        output: Format,
     },
 }
 
@@ -400,8 +406,11 @@ fn placement(
     Ok(Some(podpolicy::Placement { topology, state }))
 }
 
+/// Print a result: a table for people, or a JSON / YAML document with
+/// `apiVersion` and `kind` (see `schemas/output/`).
 fn print(
     format: Format,
+    kind: &str,
     table: impl FnOnce() -> String,
     value: &impl serde::Serialize,
 ) -> Result<()> {
@@ -409,10 +418,11 @@ fn print(
     match format {
         Format::Table => stdout.write_all(table().as_bytes())?,
         Format::Json => {
-            serde_json::to_writer_pretty(&mut stdout, value)?;
+            serde_json::to_writer_pretty(&mut stdout, &output::document(kind, value)?)?;
             stdout.write_all(b"\n")?;
         }
-        Format::Yaml => stdout.write_all(serde_yaml_ng::to_string(value)?.as_bytes())?,
+        Format::Yaml => stdout
+            .write_all(serde_yaml_ng::to_string(&output::document(kind, value)?)?.as_bytes())?,
     }
     Ok(())
 }
@@ -433,6 +443,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             });
             print(
                 *output,
+                "PolicyInfo",
                 || {
                     let mut s = format!(
                         "policy version      {}\nWIT package         podpolicy:policy@{}\nKubernetes version  {}\ndigest              sha256:{}\nfeature gates (defaults):\n",
@@ -503,11 +514,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Policy {
-            command: PolicyCommand::Status { policy_dir },
+            command: PolicyCommand::Status { policy_dir, output },
         } => {
             let dir = podpolicy::policy_dir::PolicyDir::open(policy_dir)?;
             let state = dir.state()?;
-            print(Format::Json, String::new, &state)?;
+            print(*output, "PolicyStatus", || state.to_table(), &state)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Agent {
@@ -580,7 +591,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 docs.extend(pod_input::read_pods(path)?);
             }
             let report = explain_all(&policy, &docs, &node, placement.as_mut())?;
-            print(*output, || report.to_table(), &report)?;
+            print(*output, "ExplainReport", || report.to_table(), &report)?;
             Ok(if report.any_rejected() {
                 ExitCode::from(1)
             } else {
@@ -628,12 +639,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 state.as_deref(),
             )? {
                 apply::ApplyOutcome::Rejected(report) => {
-                    print(*output, || report.to_table(), &report)?;
+                    print(*output, "ExplainReport", || report.to_table(), &report)?;
                     eprintln!("podpolicy: the policy rejected a pod; nothing was written");
                     Ok(ExitCode::from(1))
                 }
                 apply::ApplyOutcome::Planned(report) => {
-                    print(*output, || report.to_table(), &report)?;
+                    print(*output, "ApplyReport", || report.to_table(), &report)?;
                     match &report.error {
                         Some(error) => anyhow::bail!(
                             "{error}; {} of {} change(s) were applied before it",
@@ -661,7 +672,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let root = if *apply { cgroup_root.as_deref() } else { None };
             let report =
                 podpolicy::resize_cmd::resize(&policy, &current, &desired, &others, &node, root)?;
-            print(*output, || report.to_table(), &report.to_json())?;
+            print(
+                *output,
+                "ResizeReport",
+                || report.to_table(),
+                &report.to_json(),
+            )?;
             Ok(ExitCode::from(report.exit_code()))
         }
         Command::Admit {
@@ -683,12 +699,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 state.as_deref(),
                 cgroup_root.as_deref(),
             )?;
-            let value = podpolicy::admit::admission_json(&pod, &admission);
-            print(
-                *output,
-                || serde_yaml_ng::to_string(&value).unwrap_or_default(),
-                &value,
-            )?;
+            let value = podpolicy::admit::AdmissionOut::new(&pod, &admission);
+            print(*output, "Admission", || value.to_table(), &value)?;
             Ok(if admission.rejection.is_some() {
                 ExitCode::from(1)
             } else {
@@ -701,15 +713,28 @@ fn run(cli: Cli) -> Result<ExitCode> {
             node,
             sysfs,
             state,
+            output,
         } => {
             let node = read_node(&policy, node.as_deref())?;
             let topology = podpolicy::topology_input::read_node_topology(sysfs)?;
             let state =
                 podpolicy::admit::release(&policy, pod_uid, container, &node, &topology, state)?;
-            println!(
-                "released {pod_uid}/{container}; default cpuset now {}",
-                state.cpu.default_cpuset
-            );
+            let value = serde_json::json!({
+                "podUid": pod_uid,
+                "container": container,
+                "nodeSharedPool": state.cpu.default_cpuset,
+            });
+            print(
+                *output,
+                "Release",
+                || {
+                    format!(
+                        "released {pod_uid}/{container}; node shared pool now {}\n",
+                        state.cpu.default_cpuset
+                    )
+                },
+                &value,
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Webhook {
@@ -822,7 +847,7 @@ fn run_agent(
     if once {
         agent.poll_policy_dir()?;
         let report = agent.reconcile()?;
-        print(Format::Json, String::new, &report)?;
+        print(Format::Json, "ReconcileReport", String::new, &report)?;
         return Ok(if report.errors.is_empty() && report.rejected.is_empty() {
             ExitCode::SUCCESS
         } else {

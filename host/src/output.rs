@@ -15,6 +15,53 @@ use crate::bindings::{
 };
 use crate::reason_name;
 
+/// The `apiVersion` of every JSON / YAML document podpolicy prints; each
+/// also names its `kind` (`ExplainReport`, `ApplyReport`, ...), and
+/// `schemas/output/<kind>.schema.json` describes it.
+pub const API_VERSION: &str = "podpolicy.io/v1alpha1";
+
+/// `value` as an output document: `apiVersion` and `kind` first.
+pub fn document(kind: &str, value: &impl Serialize) -> serde_json::Result<serde_json::Value> {
+    let mut out = serde_json::Map::new();
+    out.insert("apiVersion".into(), API_VERSION.into());
+    out.insert("kind".into(), kind.into());
+    match serde_json::to_value(value)? {
+        serde_json::Value::Object(fields) => out.extend(fields),
+        other => {
+            out.insert("value".into(), other);
+        }
+    }
+    Ok(serde_json::Value::Object(out))
+}
+
+/// Bytes for people: `1073741824` -> `1Gi`, `1536` -> `1.5Ki`.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+    if bytes < 1024 {
+        return bytes.to_string();
+    }
+    let mut unit = 0;
+    let mut value = bytes as f64 / 1024.0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    let text = format!("{value:.1}");
+    let text = text.strip_suffix(".0").unwrap_or(&text);
+    format!("{text}{}", UNITS[unit])
+}
+
+/// A cgroup file value for a table: byte counts also human-readable
+/// (`1073741824 (1Gi)`), everything else as it is.
+pub fn table_value(file: &str, value: &str) -> String {
+    let bytes_file =
+        file.starts_with("memory.") && file != "memory.oom.group" || file.starts_with("hugetlb.");
+    match value.parse::<u64>() {
+        Ok(bytes) if bytes_file && bytes >= 1024 => format!("{value} ({})", human_bytes(bytes)),
+        _ => value.to_string(),
+    }
+}
+
 /// One field error, for output.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -269,7 +316,7 @@ impl Report {
             for (cgroup, files) in &self.node.cgroups {
                 let files = files
                     .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
+                    .map(|(k, v)| format!("{k}={}", table_value(k, v)))
                     .collect::<Vec<_>>()
                     .join(" ");
                 let _ = writeln!(out, "  {cgroup:<16} {files}");
@@ -401,7 +448,15 @@ impl Explanation {
         if !self.errors.is_empty() {
             let _ = writeln!(out, "  INVALID:");
             for e in &self.errors {
-                let _ = writeln!(out, "    {}: {} ({})", e.field, e.message, e.reason);
+                let value = e
+                    .bad_value
+                    .as_deref()
+                    .map_or(String::new(), |v| format!(", value {v:?}"));
+                if e.field.is_empty() {
+                    let _ = writeln!(out, "    {} ({}{value})", e.message, e.reason);
+                } else {
+                    let _ = writeln!(out, "    {}: {} ({}{value})", e.field, e.message, e.reason);
+                }
             }
             return out;
         }
@@ -435,7 +490,7 @@ impl Explanation {
         if let Some(files) = &self.pod_cgroup {
             let _ = writeln!(out, "  pod cgroup");
             for (file, value) in files {
-                let _ = writeln!(out, "    {file:<22} {value}");
+                let _ = writeln!(out, "    {file:<22} {}", table_value(file, value));
             }
         }
         let _ = writeln!(
@@ -447,7 +502,7 @@ impl Explanation {
             let files = c
                 .cgroup
                 .iter()
-                .map(|(k, v)| format!("{k}={v}"))
+                .map(|(k, v)| format!("{k}={}", table_value(k, v)))
                 .collect::<Vec<_>>()
                 .join(" ");
             let _ = writeln!(

@@ -207,6 +207,45 @@ pub struct DirState {
     pub last_error: Option<String>,
 }
 
+impl DirState {
+    /// A plain-text rendering for a terminal (`policy status`).
+    pub fn to_table(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "active     {}",
+            self.active.as_deref().unwrap_or("(embedded policy)")
+        );
+        if let Some(file) = &self.active_file {
+            let _ = writeln!(out, "file       {file}");
+        }
+        let _ = writeln!(out, "history    {}", self.history.len());
+        for digest in &self.history {
+            let _ = writeln!(out, "  {digest}");
+        }
+        if let Some(error) = &self.last_error {
+            let _ = writeln!(out, "last error {error}");
+        }
+        if !self.seen.is_empty() {
+            let _ = writeln!(
+                out,
+                "{:<14} {:<24} {:<9} {:<10} DETAIL",
+                "DIGEST", "FILE", "ACCEPTED", "VERSION"
+            );
+        }
+        for (digest, v) in &self.seen {
+            let short = &digest[..digest.len().min(12)];
+            let _ = writeln!(
+                out,
+                "{short:<14} {:<24} {:<9} {:<10} {}",
+                v.file, v.accepted, v.version, v.detail
+            );
+        }
+        out
+    }
+}
+
 /// One request left by the CLI.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {

@@ -7,7 +7,8 @@ use anyhow::{Result, anyhow, bail};
 use serde_json::{Value, json};
 
 use crate::bindings::{
-    NodeSettings, Pod, ResizeDecision, ResizePlan, ResizeStepKind, ResourceQuantity,
+    NodeSettings, Pod, ResizeDecision, ResizeDirection, ResizePlan, ResizeStepKind,
+    ResourceQuantity,
 };
 use crate::cgroupfs;
 use crate::format_field_errors;
@@ -28,6 +29,26 @@ fn decision_name(d: ResizeDecision) -> &'static str {
         ResizeDecision::Deferred => "Deferred",
         ResizeDecision::Infeasible => "Infeasible",
         ResizeDecision::Invalid => "Invalid",
+    }
+}
+
+/// What happened to a step when the plan was carried out.
+fn status_name(step: &StepReport) -> &'static str {
+    match step {
+        StepReport::Applied => "applied",
+        StepReport::AlreadyApplied => "already-applied",
+        StepReport::Checked => "checked",
+        StepReport::RuntimeAction => "runtime-action",
+        StepReport::NotRun => "not-run",
+    }
+}
+
+/// The direction of a step: `Increase`, `Decrease`, `Unchanged`.
+fn direction_name(d: ResizeDirection) -> &'static str {
+    match d {
+        ResizeDirection::Increase => "Increase",
+        ResizeDirection::Decrease => "Decrease",
+        ResizeDirection::Unchanged => "Unchanged",
     }
 }
 
@@ -115,18 +136,12 @@ impl ResizeReport {
             .iter()
             .enumerate()
             .map(|(i, s)| {
-                let status = self.execution.as_ref().map(|e| match e.steps[i] {
-                    StepReport::Applied => "applied",
-                    StepReport::AlreadyApplied => "already-applied",
-                    StepReport::Checked => "checked",
-                    StepReport::RuntimeAction => "runtime-action",
-                    StepReport::NotRun => "not-run",
-                });
+                let status = self.execution.as_ref().map(|e| status_name(&e.steps[i]));
                 json!({
                     "kind": kind_name(s.kind),
                     "container": s.container,
                     "resource": s.resource_name,
-                    "direction": format!("{:?}", s.direction).to_lowercase(),
+                    "direction": direction_name(s.direction),
                     "files": s.files.iter().map(|f| (f.file.clone(), Value::String(f.value.clone()))).collect::<serde_json::Map<_, _>>(),
                     "memoryLimitBytes": s.memory_limit_bytes,
                     "cpus": s.cpus,
@@ -164,18 +179,26 @@ impl ResizeReport {
             let files = s
                 .files
                 .iter()
-                .map(|f| format!("{}={}", f.file, f.value))
+                .map(|f| {
+                    format!(
+                        "{}={}",
+                        f.file,
+                        crate::output::table_value(&f.file, &f.value)
+                    )
+                })
                 .collect::<Vec<_>>()
                 .join(" ");
             let extra = match (s.memory_limit_bytes, s.cpus) {
-                (Some(limit), _) => format!("memory.current <= {limit}"),
+                (Some(limit), _) => format!(
+                    "memory.current <= {limit} ({})",
+                    crate::output::human_bytes(limit)
+                ),
                 (_, Some(cpus)) => format!("{cpus} exclusive CPUs"),
                 _ => files,
             };
-            let status = self
-                .execution
-                .as_ref()
-                .map_or(String::new(), |e| format!("  [{:?}]", e.steps[i]));
+            let status = self.execution.as_ref().map_or(String::new(), |e| {
+                format!("  [{}]", status_name(&e.steps[i]))
+            });
             out.push_str(&format!(
                 "{:>3}. {:<18} {:<22} {:<6} {extra}{status}\n",
                 i + 1,

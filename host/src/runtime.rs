@@ -249,8 +249,21 @@ impl PolicyRuntime {
         let instance_pre = linker
             .instantiate_pre(&component)
             .map_err(|e| anyhow!("preparing the policy component: {e:#}"))?;
-        let pre = PodPolicyPre::new(instance_pre)
-            .map_err(|e| anyhow!("the component does not implement the pod-policy world: {e:#}"))?;
+        let pre = match PodPolicyPre::new(instance_pre.clone()) {
+            Ok(pre) => pre,
+            Err(e) => {
+                // A component of another contract version fails the type
+                // check; name both versions when its `policy-info` says so.
+                if let Some(version) = other_contract_version(&engine, &instance_pre, limits)
+                    && version != WIT_VERSION
+                {
+                    bail!(
+                        "the policy implements WIT podpolicy:policy@{version}, this host speaks @{WIT_VERSION}; rebuild the policy against wit/policy.wit {WIT_VERSION}"
+                    );
+                }
+                bail!("the component does not implement the pod-policy world: {e:#}");
+            }
+        };
         let mut runtime = PolicyRuntime {
             engine,
             pre,
@@ -322,6 +335,38 @@ fn describe_failure(error: wasmtime::Error, context: &str) -> anyhow::Error {
 // ---------------------------------------------------------------------------
 // A warm instance (benchmarks, batch callers)
 // ---------------------------------------------------------------------------
+
+/// The `wit-version` a component of another contract version reports,
+/// through its `policy-info` export alone (a record every version shares),
+/// under the same memory cap and deadline as any call; `None` when it has
+/// no such export or the call fails.
+fn other_contract_version(
+    engine: &Engine,
+    instance_pre: &wasmtime::component::InstancePre<CallState>,
+    limits: Limits,
+) -> Option<String> {
+    let store_limits = StoreLimitsBuilder::new()
+        .memory_size(limits.memory_bytes)
+        .trap_on_grow_failure(true)
+        .build();
+    let mut store = Store::new(
+        engine,
+        CallState {
+            limits: store_limits,
+        },
+    );
+    store.limiter(|state| &mut state.limits);
+    if let Some(fuel) = limits.fuel {
+        store.set_fuel(fuel).ok()?;
+    }
+    store.set_epoch_deadline((limits.deadline.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64);
+    let instance = instance_pre.instantiate(&mut store).ok()?;
+    let info = instance
+        .get_typed_func::<(), (PolicyInfo,)>(&mut store, "policy-info")
+        .ok()?;
+    let (info,) = info.call(&mut store, ()).ok()?;
+    Some(info.wit_version)
+}
 
 /// One policy instance kept across calls, for callers that make many calls
 /// in a row and want to skip the per-call instantiation (benchmarks, batch

@@ -174,3 +174,58 @@ pub fn component(hostility: Hostility) -> Vec<u8> {
         .and_then(|encoder| encoder.validate(true).encode())
         .expect("encoding the hostile component")
 }
+
+/// A component of an older contract: package `podpolicy:policy@0.5.0`
+/// whose world only has `policy-info` (the record every version shares),
+/// answering `0.5.0`. The host must refuse it naming both versions.
+pub fn old_contract_component() -> Vec<u8> {
+    let wit = r#"package podpolicy:policy@0.5.0;
+world pod-policy {
+    record feature-gate { name: string, enabled: bool }
+    record policy-info {
+        policy-version: string,
+        wit-version: string,
+        kubernetes-version: string,
+        feature-gates: list<feature-gate>,
+    }
+    export policy-info: func() -> policy-info;
+}
+"#;
+    let mut resolve = Resolve::default();
+    let package = resolve
+        .push_str("old.wit", wit)
+        .expect("the old WIT parses");
+    let world = resolve
+        .select_world(&[package], Some("pod-policy"))
+        .expect("the world");
+    let mut info = Vec::new();
+    let mut data = String::new();
+    let mut at = STRINGS_AT;
+    for s in ["old-0.1.0", "0.5.0", "1.35"] {
+        info.extend([at, s.len() as u32]);
+        write!(data, "(data (i32.const {at}) \"{s}\")").unwrap();
+        at += 32;
+    }
+    info.extend([0, 0]);
+    write!(data, "(data (i32.const {INFO_AT}) \"{}\")", le(&info)).unwrap();
+    let wat = format!(
+        r#"(module
+  (memory (export "memory") 1)
+  (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32) (i32.const {HEAP_AT}))
+  {data}
+  (func (export "policy-info") (result i32) (i32.const {INFO_AT})))"#
+    );
+    let mut core = wat::parse_str(wat).expect("the old WAT parses");
+    wit_component::embed_component_metadata(
+        &mut core,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+        false,
+    )
+    .expect("embedding the world");
+    wit_component::ComponentEncoder::default()
+        .module(&core)
+        .and_then(|encoder| encoder.validate(true).encode())
+        .expect("encoding the old component")
+}

@@ -814,3 +814,22 @@ fn validate_node_checks_the_manager_settings() {
         errors(&options)
     );
 }
+
+/// A component built for contract 0.5.0 is refused at load, naming both versions.
+#[test]
+fn an_old_contract_component_is_refused_naming_both_versions() {
+    use podpolicy::runtime::{Cache, Limits, PolicyRuntime};
+    let error = PolicyRuntime::from_bytes(
+        &crate::hostile_policy::old_contract_component(),
+        &Cache::Off,
+        Limits::default(),
+    )
+    .err()
+    .expect("refused");
+    let text = format!("{error:#}");
+    assert!(
+        text.contains("podpolicy:policy@0.5.0")
+            && text.contains(&format!("@{}", podpolicy::runtime::WIT_VERSION)),
+        "{text}"
+    );
+}

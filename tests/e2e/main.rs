@@ -16,6 +16,7 @@
 //!   fixture machine: the KEP's examples and tables, errors, properties.
 //! - `memory_qos`: KEP-2570 tables, factor validation, node-level sums.
 //! - `node_state`: manager checkpoints, restart, release, cpuset writes.
+//! - `outputs`: every JSON output's apiVersion/kind and schema (schemas/output), tables.
 //! - `properties`: proptest invariants over generated pods and nodes (memory order, ranges, defaulting).
 //! - `resize`: KEP-1287 plans, rejections, the usage guard, failure injection.
 //! - `sysfs`: topology discovery over fixtures/sysfs and broken trees.
@@ -34,6 +35,7 @@ mod kubelet_parity;
 mod managers;
 mod memory_qos;
 mod node_state;
+mod outputs;
 mod properties;
 mod resize;
 mod sysfs;

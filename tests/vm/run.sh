@@ -31,11 +31,38 @@ say() { echo "vm-test: $*" >&2; }
 # --- 1. host packages. A private sources list adds bookworm-backports: its
 # qemu-system-x86 10 keeps a preinstalled backports qemu-utils 10, which
 # bookworm's qemu 7.2 would make apt remove. Lists live in target/vm/apt.
+# The mirrors are the ones this system's own apt sources use (deb822
+# `.sources` files and one-line `sources.list`), so no package host is named
+# here and /etc/apt is only read.
 mkdir -p apt/lists/partial
-printf '%s\n' \
-    'deb http://deb.debian.org/debian bookworm main' \
-    'deb http://deb.debian.org/debian-security bookworm-security main' \
-    'deb http://deb.debian.org/debian bookworm-backports main' > apt/sources.list
+apt_uri_for_suite() { # SUITE -> the first URI whose entry lists that suite
+    {
+        for f in /etc/apt/sources.list.d/*.sources; do
+            [ -f "$f" ] && awk -v want="$1" '
+                /^[[:space:]]*$/ { if (uri != "" && hit) { print uri; exit } uri = ""; hit = 0; next }
+                /^URIs:/ { uri = $2 }
+                /^Suites:/ { for (i = 2; i <= NF; i++) if ($i == want) hit = 1 }
+                /^Enabled:[[:space:]]*no/ { uri = "" }
+                END { if (uri != "" && hit) print uri }' "$f"
+        done
+        for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+            [ -f "$f" ] && awk -v want="$1" '
+                $1 == "deb" { i = 2; if ($2 ~ /^\[/) { while ($i !~ /\]$/) i++; i++ }
+                              if ($(i + 1) == want) print $i }' "$f"
+        done
+    } | head -n 1
+}
+debian_mirror=$(apt_uri_for_suite bookworm)
+security_mirror=$(apt_uri_for_suite bookworm-security)
+if [ -z "$debian_mirror" ]; then
+    echo "vm-test: no Debian bookworm mirror in /etc/apt/sources.list{,.d/*}" >&2
+    exit 1
+fi
+{
+    echo "deb $debian_mirror bookworm main"
+    [ -n "$security_mirror" ] && echo "deb $security_mirror bookworm-security main"
+    echo "deb $debian_mirror bookworm-backports main"
+} > apt/sources.list
 APT=(-o Dir::Etc::sourcelist="$W/apt/sources.list" -o Dir::Etc::sourceparts=-
      -o Dir::State::lists="$W/apt/lists" -o APT::Sandbox::User=root)
 apt_updated=
