@@ -131,7 +131,7 @@ jq -r --arg uid "$uid" '
     | (.pods[0].podCgroup | to_entries[] | "\($pod) \(.key) \(.value)"),
       (.pods[0].containers[] | .name as $c | .cgroup | to_entries[]
         | "\($pod)/\($c) \(.key) \(.value)"),
-      (.node.memoryQos | to_entries[] | (.key | node_dir) as $d
+      (.node.cgroups | to_entries[] | (.key | node_dir) as $d
         | .value | to_entries[] | "\($d) \(.key) \(.value)")
     | select(test(" cpuset\\.") | not)' explain.json > expected.txt
 jq -r '.pods[0].containers[] | "\(.name) \(.oomScoreAdj)"' explain.json > oom.txt
