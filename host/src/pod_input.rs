@@ -1,6 +1,9 @@
-//! Reading pods: YAML or JSON, one pod, a `List`, or multi-document YAML,
-//! from a file or stdin; parsed with k8s-openapi types and converted to the
-//! WIT `pod` record. Errors name the file, the document and the field.
+//! Reading pods: YAML or JSON, one pod, a workload (its pod template), a
+//! `List`, or multi-document YAML, from a file, stdin or a directory (like
+//! `kubectl -f`); parsed with k8s-openapi types, unknown fields refused or
+//! reported with their path, and converted to the WIT `pod` record. Errors
+//! name the file, the document and the field. Static pod manifests (read
+//! with a node name) get the kubelet's name, namespace, UID and annotations.
 
 use std::io::Read;
 use std::path::Path;
@@ -17,9 +20,13 @@ pub const MAX_INPUT_BYTES: usize = 32 << 20;
 /// A pod read from input, with where it came from.
 #[derive(Clone, Debug)]
 pub struct PodDocument {
-    /// `file`, `file#2` (second YAML document) or `file#items[3]`.
+    /// `file`, `file#2` (second YAML document) or `file#items[3]`
+    /// (`file#2#items[3]` for a List in a multi-document file).
     pub origin: String,
-    /// The original JSON value (for patches and display).
+    /// The pod as JSON (for patches and display): the input with the
+    /// defaults the reader applied (`metadata.namespace: default`, static
+    /// pod name, UID and annotations); for a workload, the pod built from its
+    /// template. `pod_from_json(&json)` gives [`PodDocument::pod`].
     pub json: Value,
     /// The converted WIT pod.
     pub pod: wit::Pod,
@@ -89,52 +96,615 @@ fn display_path(path: &serde_path_to_error::Path) -> String {
     }
 }
 
-/// Read every pod in `path`.
-pub fn read_pods(path: &Path) -> Result<Vec<PodDocument>> {
-    let (origin, text) = read_input(path)?;
-    parse_pods(&origin, &text)
+/// What happens to a field the Kubernetes types do not know (a typo such as
+/// `resouces:`), like kubectl's `--validate=strict` / `--validate=warn`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum UnknownFields {
+    /// The document is refused: `strict decoding error: unknown field "spec.containers[0].resouces"`.
+    #[default]
+    Error,
+    /// The field is ignored and reported in [`PodRead::warnings`].
+    Warn,
 }
 
-/// Parse every pod in `text` (a Pod, a List, or several YAML documents);
-/// `origin` names the source in errors and in [`PodDocument::origin`].
+impl std::fmt::Display for UnknownFields {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            UnknownFields::Error => "error",
+            UnknownFields::Warn => "warn",
+        })
+    }
+}
+
+/// How [`read_pods_with`] reads its input.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// A directory's subdirectories too (`kubectl -f DIR -R`).
+    pub recursive: bool,
+    /// Unknown fields in a Pod or a workload: an error (the default) or a warning.
+    pub unknown_fields: UnknownFields,
+    /// Read the Pods as the static pod manifests of this node: see
+    /// [`kubelet_static_pod_uid`] for what changes. Workloads are not static
+    /// pods (the kubelet refuses them in its manifest directory) and are read
+    /// as without a node name.
+    pub node_name: Option<String>,
+}
+
+/// What [`read_pods_with`] read.
+#[derive(Clone, Debug, Default)]
+pub struct PodRead {
+    /// The pods, in input order (directories: files sorted by name).
+    pub docs: Vec<PodDocument>,
+    /// One line per ignored unknown field (`<origin>: unknown field "<path>"`)
+    /// when [`ReadOptions::unknown_fields`] is [`UnknownFields::Warn`].
+    pub warnings: Vec<String>,
+}
+
+/// The kinds evaluated, as `kind: <Kind>` (and in Lists, `kind: List` or
+/// `kind: <Kind>List`).
+pub const SUPPORTED_KINDS: &[&str] = &[
+    "Pod",
+    "Deployment",
+    "ReplicaSet",
+    "StatefulSet",
+    "DaemonSet",
+    "Job",
+    "CronJob",
+    "PodTemplate",
+];
+
+/// Read every pod in `path` with the default [`ReadOptions`]: a file, `-`
+/// (stdin) or a directory (not recursive); workloads become their pod
+/// template; unknown fields are an error; no node name.
+pub fn read_pods(path: &Path) -> Result<Vec<PodDocument>> {
+    Ok(read_pods_with(path, &ReadOptions::default())?.docs)
+}
+
+/// Read every pod in `path`: a file, `-` (stdin), or a directory, like
+/// `kubectl -f DIR`: the `.yaml`, `.yml` and `.json` files in it (other files
+/// are skipped), sorted by name; with [`ReadOptions::recursive`] the
+/// subdirectories too, depth first in the same order (kubectl's
+/// `filepath.Walk`). A file may hold a Pod, one of the workloads in
+/// [`SUPPORTED_KINDS`], a `List` of them or several YAML documents; each
+/// becomes one [`PodDocument`] (see [`parse_pods_with`]). In a directory an
+/// empty file is skipped, but the directory must hold at least one pod.
+pub fn read_pods_with(path: &Path, options: &ReadOptions) -> Result<PodRead> {
+    let mut read = PodRead::default();
+    let is_dir = path != Path::new("-")
+        && std::fs::metadata(path)
+            .with_context(|| format!("{}: cannot read", path.display()))?
+            .is_dir();
+    if !is_dir {
+        let (origin, text) = read_input(path)?;
+        if parse_into(&origin, &text, options, &mut read)? == 0 {
+            bail!("{origin}: no pod found");
+        }
+        return Ok(read);
+    }
+    let mut files = Vec::new();
+    manifest_files(path, options.recursive, &mut files)?;
+    for file in &files {
+        let (origin, text) = read_input(file)?;
+        parse_into(&origin, &text, options, &mut read)?;
+    }
+    if read.docs.is_empty() {
+        bail!(
+            "{}: no pod found in the directory's .yaml, .yml and .json files{}",
+            path.display(),
+            if options.recursive {
+                ""
+            } else {
+                " (subdirectories are read only when recursive)"
+            }
+        );
+    }
+    Ok(read)
+}
+
+/// The manifest files of `dir` in kubectl's order: names sorted bytewise,
+/// subdirectories walked where they sort (only when `recursive`), files kept
+/// when they end in `.yaml`, `.yml` or `.json` (case-sensitive).
+fn manifest_files(dir: &Path, recursive: bool, out: &mut Vec<std::path::PathBuf>) -> Result<()> {
+    let mut entries = Vec::new();
+    for entry in
+        std::fs::read_dir(dir).with_context(|| format!("{}: cannot read", dir.display()))?
+    {
+        let entry = entry.with_context(|| format!("{}: cannot read", dir.display()))?;
+        let file_type = entry
+            .file_type()
+            .with_context(|| format!("{}: cannot read", entry.path().display()))?;
+        entries.push((entry.file_name(), file_type));
+    }
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, file_type) in entries {
+        let path = dir.join(&name);
+        if file_type.is_dir() {
+            if recursive {
+                manifest_files(&path, recursive, out)?;
+            }
+        } else if path
+            .extension()
+            .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
+        {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// Parse every pod in `text` with the default [`ReadOptions`]; see
+/// [`parse_pods_with`].
 pub fn parse_pods(origin: &str, text: &str) -> Result<Vec<PodDocument>> {
-    let origin = origin.to_string();
-    let docs = parse_documents(&origin, text)?;
+    Ok(parse_pods_with(origin, text, &ReadOptions::default())?.docs)
+}
+
+/// Parse every pod in `text`: a Pod, a workload (Deployment, ReplicaSet,
+/// StatefulSet, DaemonSet, Job, CronJob, PodTemplate), a `List` of them, or
+/// several YAML documents mixing them. `origin` names the source in errors,
+/// in [`PodDocument::origin`] (`file`, `file#2`, `file#2#items[0]`) and, for
+/// static pods, in the UID (the manifest path, see [`kubelet_static_pod_uid`]).
+///
+/// Every document is checked against the k8s-openapi types of its kind:
+/// unknown fields are reported with their path ([`UnknownFields`]); `status`
+/// belongs to the types and is accepted. A Pod without `metadata.namespace`
+/// is in `default` (what the API server and the kubelet do), in
+/// [`PodDocument::json`] too.
+///
+/// A workload becomes one pod from its pod template
+/// (`spec.template`; CronJob: `spec.jobTemplate.spec.template`; PodTemplate:
+/// `template`), see [`workload_pod_uid`] for its metadata.
+pub fn parse_pods_with(origin: &str, text: &str, options: &ReadOptions) -> Result<PodRead> {
+    let mut read = PodRead::default();
+    if parse_into(origin, text, options, &mut read)? == 0 {
+        bail!("{origin}: no pod found");
+    }
+    Ok(read)
+}
+
+/// Parse `text` into `read`; returns how many pods it held.
+fn parse_into(
+    origin: &str,
+    text: &str,
+    options: &ReadOptions,
+    read: &mut PodRead,
+) -> Result<usize> {
+    let docs = parse_documents(origin, text)?;
     let multiple = docs.len() > 1;
-    let mut pods = Vec::new();
+    let before = read.docs.len();
     for (i, doc) in docs.into_iter().enumerate() {
         let doc_origin = if multiple {
             format!("{origin}#{}", i + 1)
         } else {
-            origin.clone()
+            origin.to_string()
         };
-        match doc.get("kind").and_then(Value::as_str) {
-            Some("List") | Some("PodList") => {
+        let kind = doc.get("kind").and_then(Value::as_str).map(str::to_string);
+        match kind.as_deref() {
+            Some(list) if list.ends_with("List") => {
+                // `kubectl get ... -o yaml` writes `kind: List`; typed lists
+                // (`PodList`, `DeploymentList`) may leave out the items' kind.
+                let item_kind = list.strip_suffix("List").filter(|k| !k.is_empty());
                 let items = doc
                     .get("items")
                     .and_then(Value::as_array)
                     .cloned()
                     .unwrap_or_default();
                 for (j, item) in items.into_iter().enumerate() {
-                    pods.push(pod_document(format!("{doc_origin}#items[{j}]"), item)?);
+                    let item_origin = format!("{doc_origin}#items[{j}]");
+                    read_object(item_origin, origin, item, item_kind, options, read)?;
                 }
             }
-            _ => pods.push(pod_document(doc_origin, doc)?),
+            _ => read_object(doc_origin, origin, doc, None, options, read)?,
         }
     }
-    if pods.is_empty() {
-        bail!("{origin}: no pod found");
-    }
-    Ok(pods)
+    Ok(read.docs.len() - before)
 }
 
-fn pod_document(origin: String, json: Value) -> Result<PodDocument> {
-    match json.get("kind").and_then(Value::as_str) {
-        None | Some("Pod") => {}
-        Some(other) => bail!("{origin}: kind is `{other}`, expected Pod"),
+/// Where each workload kind keeps its pod template (JSON pointer).
+fn template_pointer(kind: &str) -> Option<&'static str> {
+    Some(match kind {
+        "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet" | "Job" => "/spec/template",
+        "CronJob" => "/spec/jobTemplate/spec/template",
+        "PodTemplate" => "/template",
+        _ => return None,
+    })
+}
+
+/// One object (a document or a List item) into `read`.
+fn read_object(
+    origin: String,
+    source: &str,
+    json: Value,
+    default_kind: Option<&str>,
+    options: &ReadOptions,
+    read: &mut PodRead,
+) -> Result<()> {
+    let kind = match json.get("kind") {
+        Some(Value::String(kind)) => kind.clone(),
+        // A non-string kind is reported by the typed parse.
+        Some(_) | None => default_kind.unwrap_or("Pod").to_string(),
+    };
+    use k8s_openapi::api::{apps::v1 as apps, batch::v1 as batch};
+    let unknown = match kind.as_str() {
+        "Pod" => return read_pod(origin, source, json, options, read),
+        "Deployment" => unknown_of::<apps::Deployment>(&json),
+        "ReplicaSet" => unknown_of::<apps::ReplicaSet>(&json),
+        "StatefulSet" => unknown_of::<apps::StatefulSet>(&json),
+        "DaemonSet" => unknown_of::<apps::DaemonSet>(&json),
+        "Job" => unknown_of::<batch::Job>(&json),
+        "CronJob" => unknown_of::<batch::CronJob>(&json),
+        "PodTemplate" => unknown_of::<core::PodTemplate>(&json),
+        other => bail!(
+            "{origin}: kind is `{other}`; supported kinds: {} (and Lists of them)",
+            SUPPORTED_KINDS.join(", ")
+        ),
     }
-    let pod = pod_from_json(&json).with_context(|| origin.clone())?;
-    Ok(PodDocument { origin, json, pod })
+    .with_context(|| origin.clone())?;
+    unknown_fields(&origin, unknown, options.unknown_fields, read)?;
+    let pod_json = workload_pod_json(&kind, &json).with_context(|| origin.clone())?;
+    let pod = pod_from_json(&pod_json).with_context(|| origin.clone())?;
+    read.docs.push(PodDocument {
+        origin,
+        json: pod_json,
+        pod,
+    });
+    Ok(())
+}
+
+/// The pod a workload's template describes.
+///
+/// - `metadata.name`: the workload's name itself (`web`, not the
+///   `web-<hash>-<suffix>` a controller would generate: the report names the
+///   workload; `generateName` when the workload has no name);
+/// - `metadata.namespace`: the workload's, `default` without one;
+/// - `metadata.uid`: the template's when it has one (unusual), else
+///   [`workload_pod_uid`] of kind, namespace and name;
+/// - labels, annotations (and any other template metadata) and `spec`: the
+///   template's; no `status`.
+fn workload_pod_json(kind: &str, workload: &Value) -> Result<Value> {
+    let pointer = template_pointer(kind).expect("a workload kind");
+    let path = pointer.trim_start_matches('/').replace('/', ".");
+    let template = match workload.pointer(pointer) {
+        Some(Value::Object(template)) => template,
+        _ => bail!("{path}: a {kind} needs a pod template"),
+    };
+    let meta = workload.get("metadata");
+    let text = |key: &str| {
+        meta.and_then(|m| m.get(key))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let name = text("name").or(text("generateName")).unwrap_or_default();
+    let namespace = text("namespace").unwrap_or("default");
+    let mut pod_meta = match template.get("metadata") {
+        Some(Value::Object(m)) => m.clone(),
+        _ => serde_json::Map::new(),
+    };
+    pod_meta.remove("generateName");
+    pod_meta.insert("name".into(), name.into());
+    pod_meta.insert("namespace".into(), namespace.into());
+    if pod_meta
+        .get("uid")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        pod_meta.insert("uid".into(), workload_pod_uid(kind, namespace, name).into());
+    }
+    let mut pod = serde_json::Map::new();
+    pod.insert("apiVersion".into(), "v1".into());
+    pod.insert("kind".into(), "Pod".into());
+    pod.insert("metadata".into(), Value::Object(pod_meta));
+    if let Some(spec) = template.get("spec") {
+        pod.insert("spec".into(), spec.clone());
+    }
+    Ok(Value::Object(pod))
+}
+
+/// The UID given to the pod of a workload without a template UID: stable
+/// across runs and edits, and distinct per kind, namespace and name. The
+/// first 16 bytes of SHA-256 over `<kind>/<namespace>/<name>`, written as an
+/// RFC 9562 version-8 (custom) UUID: `xxxxxxxx-xxxx-8xxx-Yxxx-xxxxxxxxxxxx`
+/// with `Y` in `8..b`. Real pods of a workload get random UIDs from the API
+/// server; this one only has to name the pod's cgroup consistently.
+pub fn workload_pod_uid(kind: &str, namespace: &str, name: &str) -> String {
+    let hex = crate::runtime::digest(format!("{kind}/{namespace}/{name}").as_bytes());
+    let mut chars: Vec<char> = hex[..32].chars().collect();
+    chars[12] = '8';
+    let variant = chars[16].to_digit(16).unwrap_or(0);
+    chars[16] = char::from_digit((variant & 0x3) | 0x8, 16).unwrap_or('8');
+    let hex: String = chars.into_iter().collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// A Pod document: defaults, static pod rules, the strict parse.
+fn read_pod(
+    origin: String,
+    source: &str,
+    mut json: Value,
+    options: &ReadOptions,
+    read: &mut PodRead,
+) -> Result<()> {
+    if let Some(node_name) = &options.node_name {
+        static_pod_defaults(&mut json, node_name, source).with_context(|| origin.clone())?;
+    }
+    // A metadata that is not a map is left to the typed parse to report.
+    if let Some(meta) = metadata_mut(&mut json)
+        && meta
+            .get("namespace")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+    {
+        meta.insert("namespace".into(), "default".into());
+    }
+    let mut stringified = json.clone();
+    stringify_quantities(&mut stringified);
+    let (typed, unknown) = strict::<core::Pod>(&stringified).with_context(|| origin.clone())?;
+    unknown_fields(&origin, unknown, options.unknown_fields, read)?;
+    let pod = finish_pod(&stringified, &typed).with_context(|| origin.clone())?;
+    read.docs.push(PodDocument { origin, json, pod });
+    Ok(())
+}
+
+/// `metadata` as a map, created when absent; `None` when it is not a map.
+fn metadata_mut(json: &mut Value) -> Option<&mut serde_json::Map<String, Value>> {
+    let object = json.as_object_mut()?;
+    let meta = object
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    if meta.is_null() {
+        *meta = Value::Object(serde_json::Map::new());
+    }
+    meta.as_object_mut()
+}
+
+/// What the kubelet's `applyDefaults` (`pkg/kubelet/config/common.go`) and
+/// its config merge do to a Pod read from a manifest file on `node_name`,
+/// as far as the policy can see it:
+///
+/// - without a `metadata.uid`: [`kubelet_static_pod_uid`] of the document
+///   as read (before any of these changes);
+/// - `metadata.name` becomes `<name>-<node name in lower case>` (a name is
+///   required, as the kubelet requires one);
+/// - `metadata.namespace` `default` when absent;
+/// - annotations `kubernetes.io/config.hash: <uid>` and
+///   `kubernetes.io/config.source: file` (the latter makes the pod a static,
+///   hence critical, pod for the policy: upstream `IsStaticPod`).
+///
+/// Not applied, as they change nothing the policy computes:
+/// `spec.nodeName`, the `NoExecute` toleration, `status.phase: Pending`, and
+/// `kubernetes.io/config.seen` (a timestamp).
+fn static_pod_defaults(json: &mut Value, node_name: &str, source: &str) -> Result<()> {
+    let mut as_read = json.clone();
+    stringify_quantities(&mut as_read);
+    let Some(meta) = metadata_mut(json) else {
+        return Ok(());
+    };
+    let name = match meta.get("name") {
+        Some(Value::String(name)) if !name.is_empty() => name.clone(),
+        Some(Value::String(_)) | None | Some(Value::Null) => {
+            bail!("metadata.name: a static pod needs a name (the kubelet refuses the manifest)")
+        }
+        // Not a string: the typed parse reports it.
+        Some(_) => return Ok(()),
+    };
+    let uid = match meta.get("uid") {
+        Some(Value::String(uid)) if !uid.is_empty() => uid.clone(),
+        Some(Value::String(_)) | None | Some(Value::Null) => {
+            let uid = kubelet_static_pod_uid(&as_read, node_name, source);
+            meta.insert("uid".into(), uid.clone().into());
+            uid
+        }
+        Some(_) => return Ok(()),
+    };
+    meta.insert(
+        "name".into(),
+        format!("{name}-{}", node_name.to_lowercase()).into(),
+    );
+    let annotations = meta
+        .entry("annotations")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    if annotations.is_null() {
+        *annotations = Value::Object(serde_json::Map::new());
+    }
+    if let Some(annotations) = annotations.as_object_mut() {
+        annotations.insert("kubernetes.io/config.hash".into(), uid.into());
+        annotations.insert("kubernetes.io/config.source".into(), "file".into());
+    }
+    Ok(())
+}
+
+/// The UID of a static pod read without one, after the kubelet's rule
+/// (`applyDefaults` in `pkg/kubelet/config/common.go`, upstream master):
+///
+/// ```text
+/// hasher := fnv.New128a()            // md5.New() up to Kubernetes 1.34
+/// hash.DeepHashObject(hasher, pod)   // resets, then writes dump.ForHash(pod)
+/// fmt.Fprintf(hasher, "host:%s", nodeName)
+/// fmt.Fprintf(hasher, "file:%s", source)   // the manifest's path
+/// pod.UID = hex.EncodeToString(hasher.Sum(nil))
+/// ```
+///
+/// Here: FNV-1a 128-bit over the pod's canonical JSON, then
+/// `host:<node_name>`, then `file:<source>`, written as 32 lower-case hex
+/// digits, the kubelet's form (no dashes).
+///
+/// The one difference: the kubelet hashes `dump.ForHash(pod)`, a go-spew
+/// `%#v` dump of its internal Go `core.Pod` struct *after* v1 defaulting
+/// (every field in Go declaration order with Go type names, nil pointers,
+/// `resource.Quantity` internals), which depends on the Kubernetes version's
+/// struct layout and cannot be rebuilt outside Go. This hashes the document
+/// as read instead: its JSON with object keys sorted bytewise, no spaces,
+/// serde_json's escaping, quantities written as bare numbers turned into
+/// strings (`cpu: 1` and `cpu: "1"` hash alike, as in the kubelet). So the
+/// UID has the kubelet's form and properties (a stable function of the
+/// manifest's content, the node name and the manifest path: the same file
+/// gives the same UID on every run; editing it, moving it or another node
+/// gives another), but not the kubelet's value. Also unlike the kubelet:
+/// writing a field at its default value (`imagePullPolicy`, `restartPolicy`,
+/// ...) changes this UID but not the kubelet's, formatting, comments and key
+/// order change neither, and a kubelet upgrade that changes `core.Pod`
+/// changes the kubelet's UIDs but not these.
+pub fn kubelet_static_pod_uid(pod: &Value, node_name: &str, source: &str) -> String {
+    let mut text = String::new();
+    canonical_json(pod, &mut text);
+    let mut hash = Fnv128a::new();
+    hash.write(text.as_bytes());
+    hash.write(format!("host:{node_name}").as_bytes());
+    hash.write(format!("file:{source}").as_bytes());
+    hash.hex()
+}
+
+/// JSON with object keys sorted bytewise and no whitespace.
+fn canonical_json(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (key, child)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                canonical_json(child, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, child) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical_json(child, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+/// FNV-1a, 128 bits (Go's `hash/fnv.New128a`; `Sum` is big-endian).
+struct Fnv128a(u128);
+
+impl Fnv128a {
+    const OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
+    const PRIME: u128 = 0x0000000001000000000000000000013b;
+
+    fn new() -> Self {
+        Fnv128a(Self::OFFSET)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= u128::from(b);
+            self.0 = self.0.wrapping_mul(Self::PRIME);
+        }
+    }
+
+    fn hex(&self) -> String {
+        format!("{:032x}", self.0)
+    }
+}
+
+/// Deserialize `json` as `T` and collect the paths of the fields `T` does
+/// not know (`spec.containers[0].resouces`). Type errors name their path.
+fn strict<T: serde::de::DeserializeOwned>(json: &Value) -> Result<(T, Vec<String>)> {
+    let mut unknown = Vec::new();
+    let parsed: std::result::Result<T, _> =
+        serde_ignored::deserialize(json, |path| unknown.push(ignored_path(&path)));
+    match parsed {
+        Ok(value) => Ok((value, unknown)),
+        Err(error) => match serde_path_to_error::deserialize::<_, T>(json) {
+            Err(e) => Err(anyhow!("{}: {}", display_path(e.path()), e.inner())),
+            Ok(_) => Err(anyhow!("{error}")),
+        },
+    }
+}
+
+/// The unknown fields of `json` as a `T` (quantities may be bare numbers).
+fn unknown_of<T: serde::de::DeserializeOwned>(json: &Value) -> Result<Vec<String>> {
+    let mut json = json.clone();
+    stringify_quantities(&mut json);
+    strict::<T>(&json).map(|(_, unknown)| unknown)
+}
+
+/// `serde_ignored`'s path in the API's style: `a.b[0].c`.
+fn ignored_path(path: &serde_ignored::Path) -> String {
+    fn walk(path: &serde_ignored::Path, out: &mut String) {
+        use serde_ignored::Path as P;
+        match path {
+            P::Root => {}
+            P::Seq { parent, index } => {
+                walk(parent, out);
+                out.push_str(&format!("[{index}]"));
+            }
+            P::Map { parent, key } => {
+                walk(parent, out);
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(key);
+            }
+            P::Some { parent } | P::NewtypeStruct { parent } | P::NewtypeVariant { parent } => {
+                walk(parent, out)
+            }
+        }
+    }
+    let mut out = String::new();
+    walk(path, &mut out);
+    out
+}
+
+/// Fields k8s-openapi 1.36 does not know but the host reads itself: the
+/// newer `mapping` and `overhead` of a node-allocatable claim status.
+fn read_by_the_host(path: &str) -> bool {
+    path.strip_prefix("status.nodeAllocatableResourceClaimStatuses[")
+        .and_then(|rest| rest.split_once("]."))
+        .is_some_and(|(index, field)| {
+            index.bytes().all(|b| b.is_ascii_digit()) && matches!(field, "mapping" | "overhead")
+        })
+}
+
+/// Refuse or report the unknown fields of one document.
+fn unknown_fields(
+    origin: &str,
+    unknown: Vec<String>,
+    mode: UnknownFields,
+    read: &mut PodRead,
+) -> Result<()> {
+    let unknown: Vec<String> = unknown
+        .into_iter()
+        .filter(|path| !read_by_the_host(path))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    match mode {
+        UnknownFields::Error => bail!(
+            "{origin}: strict decoding error: {}",
+            unknown
+                .iter()
+                .map(|path| format!("unknown field \"{path}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        UnknownFields::Warn => {
+            read.warnings.extend(
+                unknown
+                    .iter()
+                    .map(|path| format!("{origin}: unknown field \"{path}\"")),
+            );
+            Ok(())
+        }
+    }
 }
 
 /// Resource maps whose values may be written as bare YAML numbers (`cpu: 2`).
@@ -170,6 +740,9 @@ fn stringify_quantities(value: &mut Value) {
 }
 
 /// Convert one pod JSON value (full or partial) into the WIT record.
+/// Lenient and fast (the webhook's path): unknown fields are ignored and no
+/// default is applied (a pod without a namespace keeps an empty one); the
+/// strict checks belong to the file input ([`read_pods_with`]).
 pub fn pod_from_json(json: &Value) -> Result<wit::Pod> {
     let mut json = json.clone();
     stringify_quantities(&mut json);
@@ -180,7 +753,12 @@ pub fn pod_from_json(json: &Value) -> Result<wit::Pod> {
         Err(_) => serde_path_to_error::deserialize(&json)
             .map_err(|e| anyhow!("{}: {}", display_path(e.path()), e.inner()))?,
     };
-    let mut out = pod_to_wit(&pod);
+    finish_pod(&json, &pod)
+}
+
+/// The WIT record of `pod`, parsed from `json` (quantities stringified).
+fn finish_pod(json: &Value, pod: &core::Pod) -> Result<wit::Pod> {
+    let mut out = pod_to_wit(pod);
     // k8s-openapi 1.36 knows the alpha claim status as a flat `resources`
     // map; newer servers send `mapping` and `overhead`. Read both shapes.
     if let Some(claims) = json.pointer("/status/nodeAllocatableResourceClaimStatuses") {

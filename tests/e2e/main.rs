@@ -36,6 +36,7 @@ mod managers;
 mod memory_qos;
 mod node_state;
 mod outputs;
+mod pod_inputs;
 mod properties;
 mod resize;
 mod sysfs;
