@@ -55,9 +55,8 @@ enum Command {
     },
     /// Validate, default and evaluate pods: QoS, effective resources, oom_score_adj, cgroup files.
     Explain {
-        /// Pod files (YAML or JSON; a Pod, a List, or several YAML documents); `-` reads stdin.
-        #[arg(required = true)]
-        pods: Vec<PathBuf>,
+        #[command(flatten)]
+        pods: PodFiles,
         /// Node settings file; without it, this machine is described.
         #[arg(long)]
         node: Option<PathBuf>,
@@ -81,9 +80,8 @@ enum Command {
     /// Only files whose value changes are written; a failed write stops the
     /// run and the report lists the changes applied before it (exit 2).
     Apply {
-        /// Pod files (YAML or JSON; a Pod, a List, or several YAML documents); `-` reads stdin.
-        #[arg(required = true)]
-        pods: Vec<PathBuf>,
+        #[command(flatten)]
+        pods: PodFiles,
         /// Node settings file; without it, this machine is described.
         #[arg(long)]
         node: Option<PathBuf>,
@@ -266,6 +264,50 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+}
+
+/// Where pods come from, as `kubectl -f` reads them.
+#[derive(clap::Args)]
+struct PodFiles {
+    /// Pod or workload files (YAML or JSON: a Pod, Deployment, ReplicaSet,
+    /// StatefulSet, DaemonSet, Job, CronJob, PodTemplate, a List, or several
+    /// YAML documents) or directories of them; `-` reads stdin.
+    #[arg(value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// The same, as `kubectl -f` takes them (repeatable).
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    filenames: Vec<PathBuf>,
+    /// Read directories recursively.
+    #[arg(short = 'R', long)]
+    recursive: bool,
+    /// What an unknown field in a pod or workload is: an error with its
+    /// path (kubectl's strict field validation), or a warning.
+    #[arg(long, value_enum, default_value_t = pod_input::UnknownFields::Error)]
+    unknown_fields: pod_input::UnknownFields,
+}
+
+impl PodFiles {
+    /// Every pod document, in the order given; warnings go to stderr.
+    fn read(&self) -> Result<Vec<pod_input::PodDocument>> {
+        let options = pod_input::ReadOptions {
+            recursive: self.recursive,
+            unknown_fields: self.unknown_fields,
+            node_name: None,
+        };
+        let paths: Vec<&PathBuf> = self.files.iter().chain(&self.filenames).collect();
+        if paths.is_empty() {
+            anyhow::bail!("no pods given: name files or directories (or `-f FILE`, `-` for stdin)");
+        }
+        let mut docs = Vec::new();
+        for path in paths {
+            let read = pod_input::read_pods_with(path, &options)?;
+            for warning in &read.warnings {
+                eprintln!("podpolicy: warning: {warning}");
+            }
+            docs.extend(read.docs);
+        }
+        Ok(docs)
+    }
 }
 
 #[derive(Subcommand)]
@@ -586,10 +628,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 sysfs.as_deref().or(node_sysfs.as_deref()),
                 state.as_deref(),
             )?;
-            let mut docs = Vec::new();
-            for path in pods {
-                docs.extend(pod_input::read_pods(path)?);
-            }
+            let docs = pods.read()?;
             let report = explain_all(&policy, &docs, &node, placement.as_mut())?;
             print(*output, "ExplainReport", || report.to_table(), &report)?;
             Ok(if report.any_rejected() {
@@ -618,10 +657,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 sysfs.as_deref().or(node_sysfs.as_deref()),
                 state.as_deref(),
             )?;
-            let mut docs = Vec::new();
-            for path in pods {
-                docs.extend(pod_input::read_pods(path)?);
-            }
+            let docs = pods.read()?;
             let options = apply::ApplyOptions {
                 cgroup_root: cgroup_root.clone(),
                 proc_root: proc_root.clone(),

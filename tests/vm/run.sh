@@ -43,14 +43,15 @@ apt_uri_for_suite() { # SUITE -> the first URI whose entry lists that suite
                 /^URIs:/ { uri = $2 }
                 /^Suites:/ { for (i = 2; i <= NF; i++) if ($i == want) hit = 1 }
                 /^Enabled:[[:space:]]*no/ { uri = "" }
-                END { if (uri != "" && hit) print uri }' "$f"
+                END { if (uri != "" && hit) print uri }' "$f" || true
         done
         for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
             [ -f "$f" ] && awk -v want="$1" '
                 $1 == "deb" { i = 2; if ($2 ~ /^\[/) { while ($i !~ /\]$/) i++; i++ }
-                              if ($(i + 1) == want) print $i }' "$f"
+                              if ($(i + 1) == want) print $i }' "$f" || true
         done
-    } | head -n 1
+    } | sed -n 1p
+    return 0
 }
 debian_mirror=$(apt_uri_for_suite bookworm)
 security_mirror=$(apt_uri_for_suite bookworm-security)
