@@ -70,6 +70,7 @@ pub mod apply;
 pub mod cgroupfs;
 pub mod checkpoint;
 pub mod conformance;
+pub mod kubelet_config;
 pub mod metrics;
 pub mod node_input;
 pub mod output;

@@ -1,18 +1,42 @@
-//! Reading node settings: a YAML/JSON node file (capacity, allocatable and
-//! the kubelet configuration fields resource policy reads), or, without a
-//! file, what this machine reports. The host only reports; defaults and
-//! derived values are the policy's.
+//! Reading node settings. `--node` takes one of:
+//!
+//! - a custom node file: YAML/JSON with capacity, allocatable, the machine
+//!   facts a Node object lacks (cgroup version, page size, cpu.weight curve,
+//!   sysfs) and a `kubeletConfig` section taking the fields of a
+//!   `KubeletConfiguration` (see [`crate::kubelet_config`]). Its schema is
+//!   `schemas/node-file.schema.json`; unknown fields are errors;
+//! - a Kubernetes `Node` object as `kubectl get node NAME -o yaml` prints it
+//!   (or a `List` holding exactly one): the name from `metadata.name`,
+//!   capacity and allocatable from `status`, the kernel release from
+//!   `status.nodeInfo.kernelVersion`. A Node does not report the cgroup
+//!   version: cgroup v2 is assumed (the 1.36 kubelet refuses cgroup v1
+//!   unless `failCgroupV1: false`), and a note says so;
+//! - nothing: this machine (`/proc/meminfo`, CPUs, cgroup version, page size).
+//!
+//! `--kubelet-config` takes a real `KubeletConfiguration` file; its fields
+//! fill the kubelet part of the settings of a Node object or of this
+//! machine (without it, the kubelet's defaults apply). With a custom node
+//! file it is taken when the file has no `kubeletConfig` section; a file
+//! with the section and `--kubelet-config` together are refused as
+//! ambiguous.
+//!
+//! The host only reports; defaults and derived values are the policy's.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
+use k8s_openapi::api::core::v1 as core;
 use serde::Deserialize;
+use serde_json::Value;
 
 use crate::bindings as wit;
+use crate::kubelet_config::read_kubelet_config;
+pub use crate::kubelet_config::{KubeletConfig, ReservedMemory};
 use crate::pod_input::{parse_documents, read_input};
 
-/// A node file. Unknown fields are errors, so typos do not pass silently.
+/// A custom node file. Unknown fields are errors, so typos do not pass
+/// silently; `schemas/node-file.schema.json` documents it.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeFile {
@@ -32,12 +56,12 @@ pub struct NodeFile {
     pub cpu_weight_curve: Option<String>,
     /// Kernel release (`uname -r`), for the Memory QoS kernel check.
     pub kernel_version: Option<String>,
-    /// The kubelet configuration (KubeletConfiguration field names).
-    #[serde(default)]
-    pub kubelet_config: KubeletConfig,
+    /// The kubelet configuration (KubeletConfiguration field names); absent
+    /// = the kubelet's defaults, or the `--kubelet-config` file.
+    pub kubelet_config: Option<KubeletConfig>,
     /// The machine's sysfs tree, where the resource managers read the CPU
     /// and NUMA topology (relative to this file; `--sysfs` overrides it).
-    pub sysfs: Option<std::path::PathBuf>,
+    pub sysfs: Option<PathBuf>,
 }
 
 /// A quantity written as a string or a bare number.
@@ -51,7 +75,8 @@ pub enum QuantityText {
 }
 
 impl QuantityText {
-    fn text(&self) -> String {
+    /// The quantity as text (the policy parses it).
+    pub fn text(&self) -> String {
         match self {
             QuantityText::Text(t) => t.clone(),
             QuantityText::Number(n) => n.to_string(),
@@ -59,56 +84,79 @@ impl QuantityText {
     }
 }
 
-/// The KubeletConfiguration fields podpolicy reads.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[allow(
-    missing_docs,
-    reason = "each field is the KubeletConfiguration field of the same name"
-)]
-pub struct KubeletConfig {
-    pub cgroup_driver: Option<String>,
-    #[serde(rename = "cgroupsPerQOS")]
-    pub cgroups_per_qos: Option<bool>,
-    pub enforce_node_allocatable: Option<Vec<String>>,
-    #[serde(rename = "cpuCFSQuota")]
-    pub cpu_cfs_quota: Option<bool>,
-    #[serde(rename = "cpuCFSQuotaPeriod")]
-    pub cpu_cfs_quota_period: Option<String>,
-    pub memory_throttling_factor: Option<f64>,
-    pub memory_reservation_policy: Option<String>,
-    #[serde(rename = "singleProcessOOMKill")]
-    pub single_process_oom_kill: Option<bool>,
-    #[serde(default)]
-    pub kube_reserved: BTreeMap<String, QuantityText>,
-    #[serde(default)]
-    pub system_reserved: BTreeMap<String, QuantityText>,
-    pub cpu_manager_policy: Option<String>,
-    #[serde(default)]
-    pub cpu_manager_policy_options: BTreeMap<String, String>,
-    #[serde(rename = "reservedSystemCPUs")]
-    pub reserved_system_cpus: Option<String>,
-    pub memory_manager_policy: Option<String>,
-    #[serde(default)]
-    pub reserved_memory: Vec<ReservedMemory>,
-    pub topology_manager_policy: Option<String>,
-    pub topology_manager_scope: Option<String>,
-    #[serde(default)]
-    pub topology_manager_policy_options: BTreeMap<String, String>,
-    #[serde(default)]
-    pub feature_gates: BTreeMap<String, bool>,
-    pub eviction_hard: Option<BTreeMap<String, String>>,
+/// Everything `--node` and `--kubelet-config` (or this machine) say.
+#[derive(Clone, Debug)]
+pub struct NodeInputs {
+    /// The settings handed to the policy (not yet checked by it:
+    /// `validate-node` does that).
+    pub settings: wit::NodeSettings,
+    /// The sysfs tree a custom node file names (resolved against the
+    /// file's directory).
+    pub sysfs: Option<PathBuf>,
+    /// What was accepted but not used, and what was assumed, one line each
+    /// (`kubeletConfig.clusterDNS: accepted, does not affect the resource
+    /// policy`); for `-o json` and for stderr.
+    pub notes: Vec<String>,
 }
 
-/// KubeletConfiguration `reservedMemory` entry.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ReservedMemory {
-    /// NUMA node id.
-    pub numa_node: u32,
-    /// Reserved amounts.
-    #[serde(default)]
-    pub limits: BTreeMap<String, QuantityText>,
+/// Parse a Go duration (`100ms`, `1.5s`, `1m30s`, `5000us`; units ns, us,
+/// µs, ms, s, m, h) into whole microseconds (truncated, as the kubelet
+/// divides by `time.Microsecond`). Negative durations are refused.
+pub fn parse_duration_us(text: &str) -> Result<u64> {
+    let bad = || anyhow!("`{text}` is not a duration such as 100ms");
+    let rest = text.strip_prefix('+').unwrap_or(text);
+    if rest.starts_with('-') {
+        bail!("`{text}` is negative");
+    }
+    if rest == "0" {
+        return Ok(0);
+    }
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    let mut total_ns: u128 = 0;
+    let mut rest = rest;
+    while !rest.is_empty() {
+        let number_len = rest
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(rest.len());
+        let (number, tail) = rest.split_at(number_len);
+        let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+        if (whole.is_empty() && fraction.is_empty()) || fraction.contains('.') {
+            return Err(bad());
+        }
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let unit_ns: u128 = match unit {
+            "ns" => 1,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            "" => bail!("`{text}` has a number without a unit (use ns, us, ms, s, m or h)"),
+            _ => {
+                bail!("`{text}` has an unknown duration unit `{unit}` (use ns, us, ms, s, m or h)")
+            }
+        };
+        let too_long = || anyhow!("`{text}` is too long a duration");
+        let whole: u128 = if whole.is_empty() {
+            0
+        } else {
+            whole.parse().map_err(|_| too_long())?
+        };
+        let mut part = whole.checked_mul(unit_ns).ok_or_else(too_long)?;
+        let mut scale = unit_ns;
+        for digit in fraction.bytes().map(|b| u128::from(b - b'0')) {
+            scale /= 10;
+            part += digit * scale;
+        }
+        total_ns = total_ns.checked_add(part).ok_or_else(too_long)?;
+        rest = tail;
+    }
+    u64::try_from(total_ns / 1_000).map_err(|_| anyhow!("`{text}` is too long a duration"))
 }
 
 fn resource_list(map: &BTreeMap<String, QuantityText>) -> wit::ResourceList {
@@ -120,59 +168,15 @@ fn resource_list(map: &BTreeMap<String, QuantityText>) -> wit::ResourceList {
         .collect()
 }
 
-fn options(map: &BTreeMap<String, String>) -> Vec<wit::PolicyOption> {
-    map.iter()
-        .map(|(name, value)| wit::PolicyOption {
-            name: name.clone(),
-            value: value.clone(),
-        })
-        .collect()
-}
-
-/// Parse a Go duration such as `100ms`, `1s`, `5000us` into microseconds.
-pub fn parse_duration_us(text: &str) -> Result<u64> {
-    let split = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| anyhow!("`{text}` is not a duration such as 100ms"))?;
-    let factor = match unit {
-        "us" | "µs" => 1.0,
-        "ms" => 1_000.0,
-        "s" => 1_000_000.0,
-        "ns" => 0.001,
-        _ => bail!("`{text}` has an unknown duration unit (use ns, us, ms or s)"),
-    };
-    Ok((value * factor).round() as u64)
-}
-
 impl NodeFile {
-    /// Convert to the WIT record; enum-like fields are checked here because
-    /// the WIT types are enums.
-    pub fn to_wit(&self) -> Result<wit::NodeSettings> {
-        let k = &self.kubelet_config;
+    /// The machine part of the settings (everything but the kubelet
+    /// configuration, left at the kubelet's defaults); enum-like fields are
+    /// checked here because the WIT types are enums.
+    fn machine_settings(&self) -> Result<wit::NodeSettings> {
         let cgroup_version = match self.cgroup_version.as_deref() {
             None | Some("v2") | Some("2") => wit::CgroupVersion::V2,
             Some("v1") | Some("1") => wit::CgroupVersion::V1,
             Some(other) => bail!("cgroupVersion: `{other}` is not v1 or v2"),
-        };
-        let cgroup_driver = match k.cgroup_driver.as_deref() {
-            None | Some("cgroupfs") => wit::CgroupDriver::Cgroupfs,
-            Some("systemd") => wit::CgroupDriver::Systemd,
-            Some(other) => {
-                bail!("kubeletConfig.cgroupDriver: `{other}` is not cgroupfs or systemd")
-            }
-        };
-        let memory_reservation_policy = match k.memory_reservation_policy.as_deref() {
-            None => None,
-            Some("None") => Some(wit::MemoryReservationPolicy::None),
-            Some("HardReservation") => Some(wit::MemoryReservationPolicy::HardReservation),
-            Some("TieredReservation") => Some(wit::MemoryReservationPolicy::TieredReservation),
-            Some(other) => bail!(
-                "kubeletConfig.memoryReservationPolicy: `{other}` is not one of None, HardReservation, TieredReservation"
-            ),
         };
         let cpu_weight_curve = match self.cpu_weight_curve.as_deref() {
             None => None,
@@ -180,80 +184,179 @@ impl NodeFile {
             Some("logarithmic") => Some(wit::CpuWeightCurve::Logarithmic),
             Some(other) => bail!("cpuWeightCurve: `{other}` is not linear or logarithmic"),
         };
-        let cpu_cfs_quota_period_us = k
-            .cpu_cfs_quota_period
-            .as_deref()
-            .map(parse_duration_us)
-            .transpose()
-            .context("kubeletConfig.cpuCFSQuotaPeriod")?;
         Ok(wit::NodeSettings {
             name: self.name.clone(),
             capacity: resource_list(&self.capacity),
             allocatable: self.allocatable.as_ref().map(resource_list),
-            kube_reserved: resource_list(&k.kube_reserved),
-            system_reserved: resource_list(&k.system_reserved),
             cgroup_version,
-            cgroup_driver,
-            cgroups_per_qos: k.cgroups_per_qos,
-            enforce_node_allocatable: k.enforce_node_allocatable.clone(),
-            cpu_cfs_quota: k.cpu_cfs_quota,
-            cpu_cfs_quota_period_us,
-            memory_throttling_factor: k.memory_throttling_factor,
-            memory_reservation_policy,
             page_size_bytes: self.page_size,
             cpu_weight_curve,
-            single_process_oom_kill: k.single_process_oom_kill,
-            cpu_manager_policy: k.cpu_manager_policy.clone(),
-            cpu_manager_policy_options: options(&k.cpu_manager_policy_options),
-            reserved_system_cpus: k.reserved_system_cpus.clone(),
-            memory_manager_policy: k.memory_manager_policy.clone(),
-            reserved_memory: k
-                .reserved_memory
-                .iter()
-                .map(|r| wit::NumaReservedMemory {
-                    numa_node: r.numa_node,
-                    limits: resource_list(&r.limits),
-                })
-                .collect(),
-            topology_manager_policy: k.topology_manager_policy.clone(),
-            topology_manager_scope: k.topology_manager_scope.clone(),
-            topology_manager_policy_options: options(&k.topology_manager_policy_options),
-            feature_gates: k
-                .feature_gates
-                .iter()
-                .map(|(name, enabled)| wit::FeatureGate {
-                    name: name.clone(),
-                    enabled: *enabled,
-                })
-                .collect(),
             kernel_version: self.kernel_version.clone(),
-            eviction_hard: k.eviction_hard.as_ref().map(|map| {
-                map.iter()
-                    .map(|(signal, threshold)| (signal.clone(), threshold.clone()))
-                    .collect()
-            }),
+            ..crate::empty_node()
         })
+    }
+
+    /// The settings and the notes on the `kubeletConfig` section.
+    pub fn to_settings(&self) -> Result<(wit::NodeSettings, Vec<String>)> {
+        let mut settings = self.machine_settings()?;
+        let notes = match &self.kubelet_config {
+            Some(config) => config.apply(&mut settings, "kubeletConfig.")?,
+            None => Vec::new(),
+        };
+        Ok((settings, notes))
+    }
+
+    /// Convert to the WIT record (the notes dropped).
+    pub fn to_wit(&self) -> Result<wit::NodeSettings> {
+        self.to_settings().map(|(settings, _)| settings)
     }
 }
 
-/// Read a node file.
-pub fn read_node(path: &Path) -> Result<wit::NodeSettings> {
-    read_node_file(path).map(|(node, _)| node)
+/// Read `--node` and `--kubelet-config`: a custom node file, a Kubernetes
+/// Node object (or a List of one), or, without `node`, this machine (read
+/// from `proc_root` and `cgroup_root`); the kubelet part from the
+/// KubeletConfiguration file when one is given (see the module docs for how
+/// the two combine). Errors name the file and the field path; nothing here
+/// is the policy's verdict on the node (that is `validate-node`).
+pub fn read_node_inputs(
+    node: Option<&Path>,
+    kubelet_config: Option<&Path>,
+    proc_root: &Path,
+    cgroup_root: &Path,
+) -> Result<NodeInputs> {
+    let kubelet = kubelet_config.map(read_kubelet_config).transpose()?;
+    match node {
+        Some(path) => {
+            let (origin, text) = read_input(path)?;
+            let base = path.parent().unwrap_or_else(|| Path::new("."));
+            node_inputs(&origin, &text, base, kubelet.as_ref())
+        }
+        None => {
+            let mut settings = local_node(proc_root, cgroup_root)?;
+            let notes = kubelet_notes(&mut settings, kubelet.as_ref())?;
+            Ok(NodeInputs {
+                settings,
+                sysfs: None,
+                notes,
+            })
+        }
+    }
 }
 
-/// Read a node file, with the sysfs tree it names (resolved against the
-/// file's directory).
-pub fn read_node_file(path: &Path) -> Result<(wit::NodeSettings, Option<std::path::PathBuf>)> {
-    let (origin, text) = read_input(path)?;
-    let file = parse_node_file(&origin, &text)?;
-    let sysfs = file
-        .sysfs
-        .as_ref()
-        .map(|sysfs| path.parent().unwrap_or_else(|| Path::new(".")).join(sysfs));
-    Ok((file.to_wit().with_context(|| origin)?, sysfs))
+/// Apply the KubeletConfiguration file, if any, to a Node's or this
+/// machine's settings; without one, say that the defaults apply.
+fn kubelet_notes(
+    settings: &mut wit::NodeSettings,
+    kubelet: Option<&(String, KubeletConfig)>,
+) -> Result<Vec<String>> {
+    match kubelet {
+        Some((origin, config)) => config
+            .apply(settings, "")
+            .with_context(|| origin.clone()),
+        None => Ok(vec![
+            "kubeletConfig: no KubeletConfiguration given (--kubelet-config); the kubelet's defaults are assumed"
+                .to_string(),
+        ]),
+    }
 }
 
-fn parse_node_file(origin: &str, text: &str) -> Result<NodeFile> {
+/// A node document: the custom file, or a Kubernetes Node.
+enum NodeDocument {
+    Custom(Box<NodeFile>),
+    Node(Box<core::Node>),
+}
+
+fn node_document(origin: &str, doc: &Value) -> Result<NodeDocument> {
+    let kind = doc.get("kind").and_then(Value::as_str);
+    match kind {
+        None if doc.get("kind").is_some() => bail!("{origin}: kind: not a string"),
+        None => serde_path_to_error::deserialize(doc)
+            .map(|file| NodeDocument::Custom(Box::new(file)))
+            .map_err(|e| anyhow!("{origin}: {}: {}", e.path(), e.inner())),
+        Some("Node") => {
+            let api_version = doc.get("apiVersion").and_then(Value::as_str);
+            if api_version != Some("v1") {
+                bail!(
+                    "{origin}: apiVersion: `{}` is not v1 (a Node is apiVersion: v1, kind: Node)",
+                    api_version.unwrap_or("(none)")
+                );
+            }
+            serde_path_to_error::deserialize(doc)
+                .map(|node| NodeDocument::Node(Box::new(node)))
+                .map_err(|e| anyhow!("{origin}: {}: {}", e.path(), e.inner()))
+        }
+        Some("List" | "NodeList") => {
+            let items = doc
+                .get("items")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let [item] = items else {
+                bail!(
+                    "{origin}: the {} holds {} items; give one Node (kubectl get node NAME -o yaml)",
+                    kind.unwrap_or_default(),
+                    items.len()
+                );
+            };
+            let mut item = item.clone();
+            if let Some(object) = item.as_object_mut() {
+                // NodeList items may leave out their type (the list has it).
+                object
+                    .entry("apiVersion")
+                    .or_insert_with(|| Value::from("v1"));
+                object.entry("kind").or_insert_with(|| Value::from("Node"));
+            }
+            if item.get("kind").and_then(Value::as_str) != Some("Node") {
+                bail!("{origin}: items[0]: not a Node");
+            }
+            node_document(&format!("{origin}#items[0]"), &item)
+        }
+        Some(crate::kubelet_config::KIND) => bail!(
+            "{origin}: this is a KubeletConfiguration, not a node: pass it with --kubelet-config"
+        ),
+        Some(other) => bail!(
+            "{origin}: kind is `{other}`; expected a Node (kubectl get node NAME -o yaml) or a podpolicy node file (no kind)"
+        ),
+    }
+}
+
+/// The settings of a Kubernetes Node object: the machine part only.
+fn node_object_settings(origin: &str, node: &core::Node) -> Result<wit::NodeSettings> {
+    let status = node.status.as_ref();
+    let quantities =
+        |map: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>| {
+            map.iter()
+                .map(|(name, q)| wit::ResourceQuantity {
+                    name: name.clone(),
+                    quantity: q.0.clone(),
+                })
+                .collect::<wit::ResourceList>()
+        };
+    let Some(capacity) = status.and_then(|s| s.capacity.as_ref()) else {
+        bail!(
+            "{origin}: status.capacity: missing; give the Node as `kubectl get node NAME -o yaml` prints it"
+        );
+    };
+    Ok(wit::NodeSettings {
+        name: node.metadata.name.clone().unwrap_or_default(),
+        capacity: quantities(capacity),
+        allocatable: status.and_then(|s| s.allocatable.as_ref()).map(quantities),
+        cgroup_version: wit::CgroupVersion::V2,
+        kernel_version: status
+            .and_then(|s| s.node_info.as_ref())
+            .map(|info| info.kernel_version.clone())
+            .filter(|v| !v.is_empty()),
+        ..crate::empty_node()
+    })
+}
+
+/// Parse a `--node` document (`base` resolves a custom file's `sysfs`).
+fn node_inputs(
+    origin: &str,
+    text: &str,
+    base: &Path,
+    kubelet: Option<&(String, KubeletConfig)>,
+) -> Result<NodeInputs> {
     let docs = parse_documents(origin, text)?;
     let [doc] = docs.as_slice() else {
         bail!(
@@ -261,16 +364,68 @@ fn parse_node_file(origin: &str, text: &str) -> Result<NodeFile> {
             docs.len()
         );
     };
-    serde_path_to_error::deserialize(doc)
-        .map_err(|e| anyhow!("{origin}: {}: {}", e.path(), e.inner()))
+    match node_document(origin, doc)? {
+        NodeDocument::Custom(file) => {
+            if let (Some((kubelet_origin, _)), Some(_)) = (kubelet, &file.kubelet_config) {
+                bail!(
+                    "{origin} has a kubeletConfig section and --kubelet-config {kubelet_origin} was given: use one (drop the section to take the kubelet settings from the KubeletConfiguration)"
+                );
+            }
+            let sysfs = file.sysfs.as_ref().map(|sysfs| base.join(sysfs));
+            let (mut settings, mut notes) =
+                file.to_settings().with_context(|| origin.to_string())?;
+            if let Some((kubelet_origin, config)) = kubelet {
+                notes.extend(
+                    config
+                        .apply(&mut settings, "")
+                        .with_context(|| kubelet_origin.clone())?,
+                );
+            }
+            Ok(NodeInputs {
+                settings,
+                sysfs,
+                notes,
+            })
+        }
+        NodeDocument::Node(node) => {
+            let mut settings = node_object_settings(origin, &node)?;
+            let mut notes = vec![
+                match kubelet.and_then(|(_, config)| config.fail_cgroup_v1()) {
+                    Some(false) => "cgroupVersion: v2 assumed: a Node object does not report the cgroup version, and with failCgroupV1: false the kubelet may run on cgroup v1 (for a v1 node use a custom node file with cgroupVersion: v1)".to_string(),
+                    _ => "cgroupVersion: v2 assumed: a Node object does not report the cgroup version, and the kubelet refuses cgroup v1 unless failCgroupV1 is false".to_string(),
+                },
+            ];
+            notes.extend(kubelet_notes(&mut settings, kubelet)?);
+            Ok(NodeInputs {
+                settings,
+                sysfs: None,
+                notes,
+            })
+        }
+    }
+}
+
+/// Read a node file (a custom node file or a Node object, without a
+/// KubeletConfiguration).
+pub fn read_node(path: &Path) -> Result<wit::NodeSettings> {
+    read_node_file(path).map(|(node, _)| node)
+}
+
+/// Read a node file, with the sysfs tree it names (resolved against the
+/// file's directory). The notes are dropped: [`read_node_inputs`] has them.
+pub fn read_node_file(path: &Path) -> Result<(wit::NodeSettings, Option<PathBuf>)> {
+    let inputs = read_node_inputs(
+        Some(path),
+        None,
+        Path::new("/proc"),
+        Path::new("/sys/fs/cgroup"),
+    )?;
+    Ok((inputs.settings, inputs.sysfs))
 }
 
 /// Parse a node document; `origin` names it in errors.
 pub fn parse_node(origin: &str, text: &str) -> Result<wit::NodeSettings> {
-    let origin = origin.to_string();
-    parse_node_file(&origin, text)?
-        .to_wit()
-        .with_context(|| origin)
+    node_inputs(origin, text, Path::new("."), None).map(|inputs| inputs.settings)
 }
 
 /// Describe this machine: memory and CPU capacity, cgroup version, page size.
@@ -312,4 +467,25 @@ pub fn local_node(proc_root: &Path, cgroup_root: &Path) -> Result<wit::NodeSetti
         ..NodeFile::default()
     };
     file.to_wit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration_us;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_duration_us("100ms").unwrap(), 100_000);
+        assert_eq!(parse_duration_us("5000us").unwrap(), 5_000);
+        assert_eq!(parse_duration_us("5000\u{b5}s").unwrap(), 5_000);
+        assert_eq!(parse_duration_us("1.5s").unwrap(), 1_500_000);
+        assert_eq!(parse_duration_us("1m30s").unwrap(), 90_000_000);
+        assert_eq!(parse_duration_us(".5ms").unwrap(), 500);
+        assert_eq!(parse_duration_us("1500ns").unwrap(), 1);
+        assert_eq!(parse_duration_us("0").unwrap(), 0);
+        assert_eq!(parse_duration_us("+2ms").unwrap(), 2_000);
+        for bad in ["", "100", "ms", "1.2.3s", "10x", "-1s", ".s", "1e3ms"] {
+            assert!(parse_duration_us(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -42,3 +42,4 @@ mod resize;
 mod sysfs;
 mod util;
 mod webhook;
+mod node_inputs;
