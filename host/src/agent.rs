@@ -582,9 +582,13 @@ impl Agent {
             let admission = match policy.admit(&pod, &managers.topology, &managers.state, &node) {
                 Ok(Ok(admission)) if admission.rejection.is_none() => admission,
                 Ok(Ok(admission)) => {
+                    let why = admission
+                        .rejection
+                        .map(|r| format!("{}: {}", r.reason, r.message))
+                        .unwrap_or_default();
                     report.errors.push(format!(
-                        "{}: no longer admitted on the current manager state: {:?}",
-                        explanation.pod, admission.rejection
+                        "{}: no longer admitted on the current manager state: {why}",
+                        explanation.pod
                     ));
                     continue;
                 }
