@@ -57,9 +57,8 @@ enum Command {
     Explain {
         #[command(flatten)]
         pods: PodFiles,
-        /// Node settings file; without it, this machine is described.
-        #[arg(long)]
-        node: Option<PathBuf>,
+        #[command(flatten)]
+        node: NodeArgs,
         /// Root of the sysfs tree the resource managers read the topology
         /// from, when the node runs a static CPU or memory policy (default:
         /// the node file's `sysfs`, else `/`).
@@ -82,9 +81,8 @@ enum Command {
     Apply {
         #[command(flatten)]
         pods: PodFiles,
-        /// Node settings file; without it, this machine is described.
-        #[arg(long)]
-        node: Option<PathBuf>,
+        #[command(flatten)]
+        node: NodeArgs,
         /// The cgroup v2 root (a cgroup2 mount, or a plain directory standing in for one).
         #[arg(long, value_name = "DIR", default_value = "/sys/fs/cgroup")]
         cgroup_root: PathBuf,
@@ -128,9 +126,8 @@ enum Command {
         old: PathBuf,
         /// The pod with the desired resources.
         new: PathBuf,
-        /// Node settings file; without it, this machine is described.
-        #[arg(long)]
-        node: Option<PathBuf>,
+        #[command(flatten)]
+        node: NodeArgs,
         /// Requests of the node's other pods, summed (`cpu=10,memory=8Gi`).
         #[arg(long, value_name = "LIST")]
         others: Option<String>,
@@ -150,9 +147,8 @@ enum Command {
     Admit {
         /// The pod (a file of one pod, or `-`).
         pod: PathBuf,
-        /// Node settings file (manager policies, reservations, gates).
-        #[arg(long)]
-        node: Option<PathBuf>,
+        #[command(flatten)]
+        node: NodeArgs,
         /// Root of the sysfs tree to read the topology from.
         #[arg(long, default_value = "/")]
         sysfs: PathBuf,
@@ -172,9 +168,8 @@ enum Command {
         pod_uid: String,
         /// The container's name.
         container: String,
-        /// Node settings file.
-        #[arg(long)]
-        node: Option<PathBuf>,
+        #[command(flatten)]
+        node: NodeArgs,
         /// Root of the sysfs tree to read the topology from.
         #[arg(long, default_value = "/")]
         sysfs: PathBuf,
@@ -192,9 +187,8 @@ enum Command {
         /// Directory of pod manifests (`*.yaml`, `*.yml`, `*.json`), watched for changes.
         #[arg(long, value_name = "DIR")]
         pods_dir: PathBuf,
-        /// Node settings file; without it, this machine is described.
-        #[arg(long)]
-        node: Option<PathBuf>,
+        #[command(flatten)]
+        node: NodeArgs,
         /// The cgroup v2 root (a cgroup2 mount, or a plain directory standing in for one).
         #[arg(long, value_name = "DIR", default_value = "/sys/fs/cgroup")]
         cgroup_root: PathBuf,
@@ -240,10 +234,10 @@ enum Command {
         /// Address to listen on.
         #[arg(long, value_name = "ADDR", default_value = podpolicy::webhook::DEFAULT_LISTEN)]
         listen: std::net::SocketAddr,
-        /// Node settings file, for feature gates that differ from the 1.36
-        /// defaults; without it, every default (the webhook is cluster-side).
-        #[arg(long)]
-        node: Option<PathBuf>,
+        /// Node settings (for feature gates that differ from the 1.36
+        /// defaults); without them, every default (the webhook is cluster-side).
+        #[command(flatten)]
+        node: NodeArgs,
         /// Policy evaluations at once (default: one per CPU).
         #[arg(long, value_name = "N")]
         max_concurrency: Option<usize>,
@@ -264,6 +258,26 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+}
+
+/// Where the node settings come from.
+#[derive(clap::Args)]
+struct NodeArgs {
+    /// Node settings: a podpolicy node file (schemas/node-file.schema.json),
+    /// or a Kubernetes Node (`kubectl get node NAME -o yaml`); without it,
+    /// this machine is described.
+    #[arg(long, value_name = "FILE")]
+    node: Option<PathBuf>,
+    /// A KubeletConfiguration (`kubelet.config.k8s.io/v1beta1`, e.g.
+    /// /var/lib/kubelet/config.yaml) with a Node or this machine.
+    #[arg(long, value_name = "FILE")]
+    kubelet_config: Option<PathBuf>,
+}
+
+impl NodeArgs {
+    fn given(&self) -> bool {
+        self.node.is_some() || self.kubelet_config.is_some()
+    }
 }
 
 /// Where pods come from, as `kubectl -f` reads them.
@@ -401,32 +415,29 @@ fn load_policy(cli: &Cli) -> Result<PolicyRuntime> {
     }
 }
 
-/// The node settings from `path`, or this machine's; refused when invalid.
-fn read_node(policy: &PolicyRuntime, path: Option<&std::path::Path>) -> Result<NodeSettings> {
-    read_node_and_sysfs(policy, path).map(|(node, _)| node)
+/// The node settings, or this machine's; refused when invalid.
+fn read_node(policy: &PolicyRuntime, args: &NodeArgs) -> Result<NodeSettings> {
+    read_node_inputs(policy, args).map(|inputs| inputs.settings)
 }
 
-/// The node settings (checked by the policy) and the sysfs tree a node
-/// file names.
-fn read_node_and_sysfs(
-    policy: &PolicyRuntime,
-    path: Option<&std::path::Path>,
-) -> Result<(NodeSettings, Option<PathBuf>)> {
-    let (node, sysfs) = match path {
-        Some(path) => node_input::read_node_file(path)?,
-        None => (
-            node_input::local_node("/proc".as_ref(), "/sys/fs/cgroup".as_ref())?,
-            None,
-        ),
-    };
-    let node_errors = policy.validate_node(&node)?;
+/// The node settings (checked by the policy), the sysfs tree a node file
+/// names and the notes on what was read (kubelet fields the policy does
+/// not use).
+fn read_node_inputs(policy: &PolicyRuntime, args: &NodeArgs) -> Result<node_input::NodeInputs> {
+    let inputs = node_input::read_node_inputs(
+        args.node.as_deref(),
+        args.kubelet_config.as_deref(),
+        "/proc".as_ref(),
+        "/sys/fs/cgroup".as_ref(),
+    )?;
+    let node_errors = policy.validate_node(&inputs.settings)?;
     if !node_errors.is_empty() {
         anyhow::bail!(
             "invalid node settings:\n{}",
             podpolicy::format_field_errors(&node_errors)
         );
     }
-    Ok((node, sysfs))
+    Ok(inputs)
 }
 
 /// The resource managers' placement for `explain` / `apply`, when the
@@ -580,10 +591,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             // The agent must come up even when its first policy is broken, so
             // that a good version can still arrive through --policy-dir: a
             // failed call here is logged; field errors in the node still stop it.
-            let node = match node {
-                Some(path) => node_input::read_node(path)?,
-                None => node_input::local_node("/proc".as_ref(), "/sys/fs/cgroup".as_ref())?,
-            };
+            let node = node_input::read_node_inputs(
+                node.node.as_deref(),
+                node.kubelet_config.as_deref(),
+                "/proc".as_ref(),
+                "/sys/fs/cgroup".as_ref(),
+            )?
+            .settings;
             match policy.validate_node(&node) {
                 Ok(errors) if !errors.is_empty() => anyhow::bail!(
                     "invalid node settings:\n{}",
@@ -621,7 +635,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             state,
             output,
         } => {
-            let (node, node_sysfs) = read_node_and_sysfs(&policy, node.as_deref())?;
+            let node_input::NodeInputs {
+                settings: node,
+                sysfs: node_sysfs,
+                notes,
+            } = read_node_inputs(&policy, node)?;
             let mut placement = placement(
                 &policy,
                 &node,
@@ -629,7 +647,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 state.as_deref(),
             )?;
             let docs = pods.read()?;
-            let report = explain_all(&policy, &docs, &node, placement.as_mut())?;
+            let mut report = explain_all(&policy, &docs, &node, placement.as_mut())?;
+            report.node.notes = notes;
             print(*output, "ExplainReport", || report.to_table(), &report)?;
             Ok(if report.any_rejected() {
                 ExitCode::from(1)
@@ -650,7 +669,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             system_reserved_cgroup,
             output,
         } => {
-            let (node, node_sysfs) = read_node_and_sysfs(&policy, node.as_deref())?;
+            let node_input::NodeInputs {
+                settings: node,
+                sysfs: node_sysfs,
+                ..
+            } = read_node_inputs(&policy, node)?;
             let mut placement = placement(
                 &policy,
                 &node,
@@ -701,7 +724,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             cgroup_root,
             output,
         } => {
-            let node = read_node(&policy, node.as_deref())?;
+            let node = read_node(&policy, node)?;
             let current = single_pod(old)?;
             let desired = single_pod(new)?;
             let others = parse_resource_list(others.as_deref().unwrap_or(""))?;
@@ -724,7 +747,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             cgroup_root,
             output,
         } => {
-            let node = read_node(&policy, node.as_deref())?;
+            let node = read_node(&policy, node)?;
             let topology = podpolicy::topology_input::read_node_topology(sysfs)?;
             let pod = single_pod(pod)?;
             let admission = podpolicy::admit::admit(
@@ -751,7 +774,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             state,
             output,
         } => {
-            let node = read_node(&policy, node.as_deref())?;
+            let node = read_node(&policy, node)?;
             let topology = podpolicy::topology_input::read_node_topology(sysfs)?;
             let state =
                 podpolicy::admit::release(&policy, pod_uid, container, &node, &topology, state)?;
@@ -783,9 +806,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             request_timeout,
             policy_dir,
         } => {
-            let node = match node {
-                Some(path) => read_node(&policy, Some(path))?,
-                None => podpolicy::empty_node(),
+            let node = if node.given() {
+                read_node(&policy, node)?
+            } else {
+                podpolicy::empty_node()
             };
             let tls = podpolicy::webhook::tls::server_config_from_files(tls_cert, tls_key)?;
             let options = podpolicy::webhook::WebhookOptions {

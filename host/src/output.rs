@@ -244,6 +244,10 @@ pub struct NodeOut {
     pub cgroups: BTreeMap<String, BTreeMap<String, String>>,
     /// Notes from the policy.
     pub warnings: Vec<String>,
+    /// Notes on the node inputs (kubelet fields the policy does not use,
+    /// assumed defaults).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// The whole `explain` output: every pod, then the node.
@@ -286,6 +290,7 @@ impl Report {
                     })
                     .collect(),
                 warnings: node.warnings.clone(),
+                notes: Vec::new(),
             },
         }
     }
