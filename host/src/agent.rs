@@ -237,8 +237,20 @@ impl Agent {
         self.last_good.retain(|path, _| present.contains(path));
         let mut docs = Vec::new();
         for file in &files {
-            match crate::pod_input::read_pods(file) {
-                Ok(mut pods) => {
+            // Static pod manifests, read as the kubelet reads them: unknown
+            // fields are tolerated (a warning), and a pod gets the kubelet's
+            // static-pod name, annotations and uid form for this node.
+            let options = crate::pod_input::ReadOptions {
+                recursive: false,
+                unknown_fields: crate::pod_input::UnknownFields::Warn,
+                node_name: Some(self.options.node.name.clone()).filter(|n| !n.is_empty()),
+            };
+            match crate::pod_input::read_pods_with(file, &options) {
+                Ok(read) => {
+                    for warning in &read.warnings {
+                        tracing::warn!("{warning}");
+                    }
+                    let mut pods = read.docs;
                     for doc in &mut pods {
                         if doc.pod.uid.is_empty() {
                             doc.pod.uid = static_pod_uid(&doc.pod, &self.options.node.name);
@@ -845,6 +857,8 @@ fn log_report(report: &ReconcileReport) {
 /// A UID for a manifest without one, as the kubelet gives static pods one:
 /// derived from the pod's namespace and name and the node's name, so it is
 /// stable across restarts and edits of the manifest.
+/// The uid of a manifest without one when the node has no name (with a
+/// name, the kubelet's static-pod form applies, see `pod_input`).
 pub fn static_pod_uid(pod: &Pod, node_name: &str) -> String {
     let key = format!("{}/{}@{node_name}", pod.namespace, pod.name);
     crate::runtime::digest(key.as_bytes())[..32].to_string()

@@ -141,7 +141,11 @@ fn reconcile_applies_pods_and_removes_deleted_ones() {
         Limits::default(),
     );
     let report = agent.reconcile().unwrap();
-    assert_eq!(report.applied, ["dev/myide", "default/row16-all-set"]);
+    // Manifests are static pods: named `<name>-<node>` as the kubelet names them.
+    assert_eq!(
+        report.applied,
+        ["dev/myide-kep-node", "default/row16-all-set-kep-node"]
+    );
     assert!(report.errors.is_empty(), "{:?}", report.errors);
     assert!(report.writes > 0);
     // The IDE pod (systemd driver on this node): pod memory.max = 1Gi as the KEP says.
@@ -149,7 +153,7 @@ fn reconcile_applies_pods_and_removes_deleted_ones() {
         .state()
         .pods
         .iter()
-        .find(|(_, p)| p.pod == "dev/myide")
+        .find(|(_, p)| p.pod == "dev/myide-kep-node")
         .map(|(uid, _)| uid.clone())
         .unwrap();
     let pod_dir = s.cgroups.join(format!(
@@ -165,8 +169,8 @@ fn reconcile_applies_pods_and_removes_deleted_ones() {
     std::fs::write(s.pods.join("kep-row16-all-set.yaml"), "kind: Pod\nspec: [").unwrap();
     std::fs::remove_file(s.pods.join("kep-ide.yaml")).unwrap();
     let report = agent.reconcile().unwrap();
-    assert_eq!(report.removed, ["dev/myide"]);
-    assert_eq!(report.applied, ["default/row16-all-set"]);
+    assert_eq!(report.removed, ["dev/myide-kep-node"]);
+    assert_eq!(report.applied, ["default/row16-all-set-kep-node"]);
     assert!(
         report.errors[0].contains("kep-row16-all-set.yaml"),
         "{:?}",
@@ -207,7 +211,7 @@ fn a_pod_with_processes_is_removed_only_once_they_are_gone() {
     assert!(agent.state().pods.contains_key(&uid));
     std::fs::write(container.join("cgroup.procs"), "").unwrap();
     let report = agent.reconcile().unwrap();
-    assert_eq!(report.removed, ["dev/myide"]);
+    assert_eq!(report.removed, ["dev/myide-kep-node"]);
     assert!(!s.cgroups.join(&applied.cgroups[0]).exists());
 }
 
@@ -330,7 +334,7 @@ fn expect_contained(hostility: Hostility, want: &[&str]) {
         .activate(runtime(EMBEDDED_POLICY, Limits::default()), |_, _| Ok(()))
         .unwrap();
     let report = agent.reconcile().unwrap();
-    assert_eq!(report.applied, ["dev/myide"], "{report:?}");
+    assert_eq!(report.applied, ["dev/myide-kep-node"], "{report:?}");
 }
 
 #[test]
@@ -568,7 +572,7 @@ fn the_metrics_endpoint_serves_the_kep_names() {
     let container = applied.cgroups[1].rsplit('/').next().unwrap();
     assert!(
         body.contains(&format!(
-            "kubelet_memory_qos_throttle_events_total{{pod=\"dev/myide\",container=\"{container}\"}} 17"
+            "kubelet_memory_qos_throttle_events_total{{pod=\"dev/myide-kep-node\",container=\"{container}\"}} 17"
         )),
         "{body}"
     );
