@@ -26,7 +26,11 @@ fn decode(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<(Pod, NodeConfig)>
 pub fn validate_node(node: &wit::NodeSettings) -> Vec<FieldError> {
     match NodeConfig::decode(node) {
         Err(errors) => errors,
-        Ok(_) => crate::managers::validate_config(node),
+        Ok(config) => {
+            let mut errors = config.validate_allocatable();
+            errors.extend(crate::managers::validate_config(node));
+            errors
+        }
     }
 }
 

@@ -67,6 +67,9 @@ pub struct NodeConfig {
     /// The `evictionHard` `memory.available` threshold in bytes (a
     /// percentage taken of the memory capacity).
     pub eviction_hard_memory: u64,
+    /// The `evictionHard` `nodefs.available` threshold in bytes of
+    /// ephemeral storage.
+    pub eviction_hard_storage: u64,
     /// Whether the kernel has hugetlb reservation limits
     /// (`hugetlb.<size>.rsvd.max`, Linux 5.7+): runc writes them next to
     /// `hugetlb.<size>.max` where the file exists. An unknown kernel is
@@ -169,28 +172,37 @@ impl NodeConfig {
         hugepage_sizes.sort_unstable();
         hugepage_sizes.dedup();
 
-        let memory_capacity = capacity.get("memory").copied().unwrap_or(Quantity::ZERO);
-        let eviction_hard_memory = match &node.eviction_hard {
-            None => DEFAULT_EVICTION_HARD_MEMORY,
-            Some(thresholds) => {
-                let mut bytes = 0;
-                for (signal, threshold) in thresholds {
-                    if signal != "memory.available" {
-                        continue;
-                    }
-                    match eviction_threshold(threshold, memory_capacity) {
-                        Some(value) => bytes = value,
-                        None => errors.push(error(
-                            "evictionHard[memory.available]",
-                            ErrorReason::Invalid,
-                            "must be a quantity or a percentage between 0% and 100%",
-                            crate::model::truncate(threshold),
-                        )),
-                    }
-                }
-                bytes
+        // `hardEvictionReservation`: memory.available reserves memory,
+        // nodefs.available reserves ephemeral-storage.
+        let threshold_of = |signal: &str, resource: &str, errors: &mut Vec<FieldError>| {
+            let capacity = capacity.get(resource).copied().unwrap_or(Quantity::ZERO);
+            let text = match &node.eviction_hard {
+                None => DEFAULT_EVICTION_HARD
+                    .iter()
+                    .find(|(s, _)| *s == signal)
+                    .map(|(_, t)| (*t).to_string()),
+                Some(thresholds) => thresholds
+                    .iter()
+                    .rev()
+                    .find(|(s, _)| s == signal)
+                    .map(|(_, t)| t.clone()),
+            };
+            let text = text?;
+            let value = eviction_threshold(&text, capacity);
+            if value.is_none() {
+                errors.push(error(
+                    format!("evictionHard[{signal}]"),
+                    ErrorReason::Invalid,
+                    "must be a quantity or a percentage between 0% and 100%",
+                    crate::model::truncate(&text),
+                ));
             }
+            value
         };
+        let eviction_hard_memory =
+            threshold_of("memory.available", "memory", &mut errors).unwrap_or(0);
+        let eviction_hard_storage =
+            threshold_of("nodefs.available", "ephemeral-storage", &mut errors).unwrap_or(0);
 
         if !errors.is_empty() {
             return Err(errors);
@@ -225,6 +237,7 @@ impl NodeConfig {
             system_reserved,
             kernel_version: node.kernel_version.clone(),
             eviction_hard_memory,
+            eviction_hard_storage,
             cpu_manager_static: node.cpu_manager_policy.as_deref() == Some("static"),
             memory_manager_static: node.memory_manager_policy.as_deref() == Some("Static"),
             hugetlb_reservations: node
@@ -236,8 +249,10 @@ impl NodeConfig {
     }
 }
 
-/// The kubelet's default `evictionHard` `memory.available` (Linux), 100Mi.
-pub const DEFAULT_EVICTION_HARD_MEMORY: u64 = 100 << 20;
+/// The kubelet's default `evictionHard` (Linux) for the signals that
+/// reserve node resources.
+pub const DEFAULT_EVICTION_HARD: [(&str, &str); 2] =
+    [("memory.available", "100Mi"), ("nodefs.available", "10%")];
 
 /// An eviction threshold in bytes: a quantity, or `N%` of `capacity`
 /// (upstream `parseThresholdStatement`; a percentage is rounded down).
@@ -251,6 +266,55 @@ fn eviction_threshold(text: &str, capacity: Quantity) -> Option<u64> {
     }
     let quantity = Quantity::parse(text).ok()?;
     (!quantity.is_negative()).then(|| quantity.value() as u64)
+}
+
+impl NodeConfig {
+    /// The kubelet's `validateNodeAllocatable`: for every resource the node
+    /// reserves (kubeReserved + systemReserved + the hard eviction
+    /// thresholds, `GetNodeAllocatableReservation`), the capacity must be at
+    /// least the reservation. Resources the node does not report a capacity
+    /// for are not checked.
+    pub fn validate_allocatable(&self) -> Vec<FieldError> {
+        let mut reservation: ResourceMap = ResourceMap::new();
+        for reserved in [&self.system_reserved, &self.kube_reserved] {
+            for (name, q) in reserved {
+                let slot = reservation.entry(name.clone()).or_insert(Quantity::ZERO);
+                *slot = slot.saturating_add(*q);
+            }
+        }
+        for (name, bytes) in [
+            ("memory", self.eviction_hard_memory),
+            ("ephemeral-storage", self.eviction_hard_storage),
+        ] {
+            if bytes > 0 {
+                let q = Quantity::from_value(bytes as i64, crate::quantity::Format::BinarySI);
+                let slot = reservation
+                    .entry(name.to_string())
+                    .or_insert(Quantity::ZERO);
+                *slot = slot.saturating_add(q);
+            }
+        }
+        reservation
+            .iter()
+            .filter_map(|(name, reserved)| {
+                // A resource the node file does not report is not checked
+                // (a kubelet always knows every capacity it reserves from).
+                let capacity = *self.capacity.get(name)?;
+                (capacity < *reserved).then(|| {
+                    error(
+                        format!("capacity[{}]", crate::model::truncate(name)),
+                        ErrorReason::Invalid,
+                        &format!(
+                            "invalid Node Allocatable configuration. Resource {name:?} has a reservation of {} but capacity of {}. Expected capacity >= reservation.",
+                            reserved.to_canonical_string(),
+                            capacity.to_canonical_string()
+                        ),
+                        capacity.to_canonical_string(),
+                    )
+                })
+            })
+            .collect()
+    }
 }
 
 /// `memoryThrottlingFactor` must be in (0, 1] (KEP-2570; NaN is invalid).

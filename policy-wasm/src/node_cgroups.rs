@@ -181,8 +181,10 @@ pub fn node_cgroups(pods: &[(Pod, QosClass)], node: &NodeConfig) -> Vec<NodeCgro
             (true, MemoryReservationPolicy::HardReservation) => {
                 burstable.push("memory.min", totals.burstable_memory)
             }
-            (true, MemoryReservationPolicy::None) => burstable.push("memory.low", 0),
-            (false, _) => {}
+            // None, or Memory QoS off: protection left from an earlier
+            // configuration is reset (test/e2e_node/memory_qos_test.go
+            // "should reset memory protection to 0 when MemoryQoS is disabled").
+            (true, MemoryReservationPolicy::None) | (false, _) => burstable.push("memory.low", 0),
         }
         out.push(values(NodeCgroup::Burstable, burstable));
 

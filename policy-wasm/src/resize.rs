@@ -594,7 +594,7 @@ pub fn plan(
     // changes; it gets no in-place writes.
     let restarts: Vec<Option<&'static str>> = containers
         .iter()
-        .map(|c| restart_for(&current_pod, c.old, &desired_pod, c.new, gates))
+        .map(|c| restart_for(c.old, c.new))
         .collect();
     // Memory QoS off on cgroup v2: a lowered or raised memory limit also
     // resets a memory.high left from when it was on (kubernetes PR 139377).
@@ -793,10 +793,11 @@ fn requirements_to_wit(r: &crate::model::Requirements) -> wit::ResourceRequireme
 }
 
 /// The (request, limit) pair of a resource as `computePodResizeAction`
-/// compares it: bytes for memory, millicores for cpu, 0 when unset; with
-/// InPlacePodLevelResourcesVerticalScaling a container without a limit
-/// takes the pod-level one (`kubeutil.GetLimits`).
-fn compared(pod: &Pod, c: &Container, resource: &str, gates: &FeatureGates) -> (i64, i64) {
+/// compares it: bytes for memory, millicores for cpu, 0 when unset. The
+/// container's own values only: a pod-level change restarts no container
+/// (test/e2e/common/node/pod_level_resources_resize.go expects no restart
+/// when only pod-level resources change, whatever the containers' policies).
+fn compared(c: &Container, resource: &str) -> (i64, i64) {
     let units = |q: Option<&crate::quantity::Quantity>| {
         q.map_or(0, |q| {
             if resource == "cpu" {
@@ -806,31 +807,17 @@ fn compared(pod: &Pod, c: &Container, resource: &str, gates: &FeatureGates) -> (
             }
         })
     };
-    let own_limit = c.resources.limits().get(resource);
-    let limit = match own_limit {
-        Some(q) if !q.is_zero() => Some(q),
-        _ if gates.in_place_pod_level_resources_vertical_scaling => pod
-            .resources
-            .as_ref()
-            .and_then(|r| r.limits().get(resource))
-            .or(own_limit),
-        _ => own_limit,
-    };
-    (units(c.resources.requests().get(resource)), units(limit))
+    (
+        units(c.resources.requests().get(resource)),
+        units(c.resources.limits().get(resource)),
+    )
 }
 
 /// The resource (memory before cpu) whose change makes the container
 /// restart under its resize policy, if any.
-fn restart_for(
-    current: &Pod,
-    old: &Container,
-    desired: &Pod,
-    new: &Container,
-    gates: &FeatureGates,
-) -> Option<&'static str> {
+fn restart_for(old: &Container, new: &Container) -> Option<&'static str> {
     ["memory", "cpu"].into_iter().find(|resource| {
-        restarts_on(new, resource)
-            && compared(current, old, resource, gates) != compared(desired, new, resource, gates)
+        restarts_on(new, resource) && compared(old, resource) != compared(new, resource)
     })
 }
 
