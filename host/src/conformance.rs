@@ -18,6 +18,11 @@
 //! vacuously. Expected errors are strings (an exact message, or a type
 //! where the file says so), objects `{type, message, field}`, or lists of
 //! either.
+//!
+//! The upstream corpus (`tests/vectors/upstream/`, see its README) adds the
+//! functions `Evaluate`, `PodResize`, `NodeCgroups`, `ValidateNode`,
+//! `GetWarningsForPod` and `Admit`, defined in each of its files' `notes`
+//! and on their adapters below.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -228,6 +233,12 @@ pub fn run_case(policy: &PolicyRuntime, file: &Value, case: &Value) -> Outcome {
         "ContainerMemoryHigh" => memory_high_case(policy, input, expected),
         "PodMemoryMin" => pod_memory_min_case(policy, input, expected),
         "ResizePlan" => resize_case(policy, input, expected),
+        "Evaluate" => evaluate_case(policy, file, input, expected),
+        "PodResize" => pod_resize_case(policy, file, input, expected),
+        "NodeCgroups" => node_cgroups_case(policy, file, input, expected),
+        "ValidateNode" => validate_node_case(policy, file, input, expected),
+        "GetWarningsForPod" => warnings_case(policy, input, expected),
+        "Admit" => admit_case(policy, file, input, expected),
         "MilliCPUToQuota"
         | "MilliCPUToShares"
         | "SharesToMilliCPU"
@@ -1501,6 +1512,1365 @@ fn resize_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseR
 }
 
 // ----------------------------------------------------------------------
+// Node-side adapters (tests/vectors/upstream): a whole node described in
+// the vector, the component's cgroup files, CRI values, resize plans,
+// node-level cgroups, node validation and pod warnings.
+// ----------------------------------------------------------------------
+
+/// The fields of a vector node (`input.node`, or an entry of the file's
+/// `nodes`): the WIT `node-settings` in camelCase.
+const VECTOR_NODE_KEYS: [&str; 27] = [
+    "name",
+    "capacity",
+    "allocatable",
+    "kubeReserved",
+    "systemReserved",
+    "cgroupVersion",
+    "cgroupDriver",
+    "cgroupsPerQOS",
+    "enforceNodeAllocatable",
+    "cpuCFSQuota",
+    "cpuCFSQuotaPeriodUs",
+    "memoryThrottlingFactor",
+    "memoryReservationPolicy",
+    "pageSizeBytes",
+    "cpuWeightCurve",
+    "singleProcessOOMKill",
+    "cpuManagerPolicy",
+    "cpuManagerPolicyOptions",
+    "reservedSystemCPUs",
+    "memoryManagerPolicy",
+    "reservedMemory",
+    "topologyManagerPolicy",
+    "topologyManagerScope",
+    "topologyManagerPolicyOptions",
+    "featureGates",
+    "kernelVersion",
+    "evictionHard",
+];
+
+/// An optional list of strings (absent or `null` = `None`).
+fn opt_strings(value: &Value, key: &str) -> Checked<Option<Vec<String>>> {
+    match value.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => string_list(key, v).map(Some),
+    }
+}
+
+/// A vector node object as WIT node settings; every field is read.
+fn node_settings(what: &str, value: &Value) -> Checked<NodeSettings> {
+    known_keys(what, value, &VECTOR_NODE_KEYS)?;
+    let err = |e: String| format!("{what}.{e}");
+    let list = |key: &str| quantity_list(&format!("{what}.{key}"), &value[key]);
+    let cgroup_version = match opt_str(value, "cgroupVersion").map_err(err)? {
+        None | Some("v2") => wit::CgroupVersion::V2,
+        Some("v1") => wit::CgroupVersion::V1,
+        Some(other) => return Err(format!("{what}.cgroupVersion `{other}` is not v1 or v2")),
+    };
+    let cgroup_driver = match opt_str(value, "cgroupDriver").map_err(err)? {
+        None | Some("cgroupfs") => wit::CgroupDriver::Cgroupfs,
+        Some("systemd") => wit::CgroupDriver::Systemd,
+        Some(other) => {
+            return Err(format!(
+                "{what}.cgroupDriver `{other}` is not cgroupfs or systemd"
+            ));
+        }
+    };
+    let cpu_weight_curve = match opt_str(value, "cpuWeightCurve").map_err(err)? {
+        None => None,
+        Some("linear") => Some(wit::CpuWeightCurve::Linear),
+        Some("logarithmic") => Some(wit::CpuWeightCurve::Logarithmic),
+        Some(other) => {
+            return Err(format!(
+                "{what}.cpuWeightCurve `{other}` is not linear or logarithmic"
+            ));
+        }
+    };
+    let reserved_memory = match &value["reservedMemory"] {
+        Value::Null => Vec::new(),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                let item_what = format!("{what}.reservedMemory[{i}]");
+                known_keys(&item_what, item, &["numaNode", "limits"])?;
+                Ok(wit::NumaReservedMemory {
+                    numa_node: as_u32(&item["numaNode"], &format!("{item_what}.numaNode"))?,
+                    limits: quantity_list(&format!("{item_what}.limits"), &item["limits"])?,
+                })
+            })
+            .collect::<Checked<Vec<_>>>()?,
+        other => return Err(format!("{what}.reservedMemory is not a list: {other}")),
+    };
+    let eviction_hard = match &value["evictionHard"] {
+        Value::Null => None,
+        Value::Object(m) => Some(
+            m.iter()
+                .map(|(signal, threshold)| {
+                    threshold
+                        .as_str()
+                        .map(|t| (signal.clone(), t.to_string()))
+                        .ok_or_else(|| {
+                            format!("{what}.evictionHard[{signal}] is not a string: {threshold}")
+                        })
+                })
+                .collect::<Checked<Vec<_>>>()?,
+        ),
+        other => return Err(format!("{what}.evictionHard is not a map: {other}")),
+    };
+    Ok(NodeSettings {
+        name: opt_str(value, "name")
+            .map_err(err)?
+            .unwrap_or_default()
+            .to_string(),
+        capacity: list("capacity")?,
+        allocatable: match &value["allocatable"] {
+            Value::Null => None,
+            v => Some(quantity_list(&format!("{what}.allocatable"), v)?),
+        },
+        kube_reserved: list("kubeReserved")?,
+        system_reserved: list("systemReserved")?,
+        cgroup_version,
+        cgroup_driver,
+        cgroups_per_qos: opt_bool(value, "cgroupsPerQOS").map_err(err)?,
+        enforce_node_allocatable: opt_strings(value, "enforceNodeAllocatable").map_err(err)?,
+        cpu_cfs_quota: opt_bool(value, "cpuCFSQuota").map_err(err)?,
+        cpu_cfs_quota_period_us: opt_u64(value, "cpuCFSQuotaPeriodUs").map_err(err)?,
+        memory_throttling_factor: opt_f64(value, "memoryThrottlingFactor").map_err(err)?,
+        memory_reservation_policy: reservation_policy(value).map_err(err)?,
+        page_size_bytes: opt_u64(value, "pageSizeBytes").map_err(err)?,
+        cpu_weight_curve,
+        single_process_oom_kill: opt_bool(value, "singleProcessOOMKill").map_err(err)?,
+        cpu_manager_policy: opt_str(value, "cpuManagerPolicy")
+            .map_err(err)?
+            .map(str::to_string),
+        cpu_manager_policy_options: policy_options(
+            &format!("{what}.cpuManagerPolicyOptions"),
+            &value["cpuManagerPolicyOptions"],
+        )?,
+        reserved_system_cpus: opt_str(value, "reservedSystemCPUs")
+            .map_err(err)?
+            .map(str::to_string),
+        memory_manager_policy: opt_str(value, "memoryManagerPolicy")
+            .map_err(err)?
+            .map(str::to_string),
+        reserved_memory,
+        topology_manager_policy: opt_str(value, "topologyManagerPolicy")
+            .map_err(err)?
+            .map(str::to_string),
+        topology_manager_scope: opt_str(value, "topologyManagerScope")
+            .map_err(err)?
+            .map(str::to_string),
+        topology_manager_policy_options: policy_options(
+            &format!("{what}.topologyManagerPolicyOptions"),
+            &value["topologyManagerPolicyOptions"],
+        )?,
+        feature_gates: gates(value).map_err(err)?,
+        kernel_version: opt_str(value, "kernelVersion")
+            .map_err(err)?
+            .map(str::to_string),
+        eviction_hard,
+    })
+}
+
+/// The case's node: `input.node` is a node object or the name of one in the
+/// file's `nodes`; `input.featureGates` (if any) override the node's gates.
+fn vector_node(file: &Value, input: &Value) -> Checked<NodeSettings> {
+    let mut node = match &input["node"] {
+        Value::String(name) => {
+            let value = file["nodes"]
+                .get(name)
+                .ok_or_else(|| format!("the file has no nodes.{name}"))?;
+            node_settings(&format!("nodes.{name}"), value)?
+        }
+        value @ Value::Object(_) => node_settings("input.node", value)?,
+        Value::Null => return Err("input.node is missing".into()),
+        other => return Err(format!("input.node is neither a name nor a node: {other}")),
+    };
+    for gate in gates(input)? {
+        set_gate(&mut node, &gate.name, gate.enabled);
+    }
+    Ok(node)
+}
+
+/// Numeric value of a cgroup file for comparisons: `max` is +infinity.
+fn file_number(text: &str) -> Checked<f64> {
+    if text == "max" {
+        return Ok(f64::INFINITY);
+    }
+    text.parse::<f64>()
+        .map_err(|_| format!("`{text}` is not a number"))
+}
+
+/// Whether one cgroup file value (`None` = the policy writes no such file)
+/// meets an expected spec: a string (exact), `null` (not written), a list of
+/// those (any of them), or `{gt|ge|lt|le|ne: number}` (numeric, `max` = +inf;
+/// a file not written fails).
+fn file_matches(what: &str, spec: &Value, got: Option<&str>) -> Checked<bool> {
+    Ok(match spec {
+        Value::Null => got.is_none(),
+        Value::String(want) => got == Some(want.as_str()),
+        Value::Array(options) => {
+            for option in options {
+                if matches!(option, Value::Array(_)) {
+                    return Err(format!("{what}: nested alternatives"));
+                }
+                if file_matches(what, option, got)? {
+                    return Ok(true);
+                }
+            }
+            false
+        }
+        Value::Object(map) => {
+            known_keys(what, spec, &["gt", "ge", "lt", "le", "ne"])?;
+            if map.is_empty() {
+                return Err(format!("{what}: an empty comparison"));
+            }
+            let Some(got) = got else {
+                return Ok(false);
+            };
+            let got = file_number(got)?;
+            let mut ok = true;
+            for (op, bound) in map {
+                let bound = match bound {
+                    Value::Number(n) => n.as_f64().ok_or("bad bound")?,
+                    Value::String(s) => file_number(s)?,
+                    other => return Err(format!("{what}.{op}: not a number: {other}")),
+                };
+                ok &= match op.as_str() {
+                    "gt" => got > bound,
+                    "ge" => got >= bound,
+                    "lt" => got < bound,
+                    "le" => got <= bound,
+                    _ => got != bound,
+                };
+            }
+            ok
+        }
+        other => return Err(format!("{what}: not a file spec: {other}")),
+    })
+}
+
+/// A file's value in a file list.
+fn file_value<'a>(files: &'a [wit::CgroupFile], name: &str) -> Option<&'a str> {
+    files
+        .iter()
+        .find(|f| f.file == name)
+        .map(|f| f.value.as_str())
+}
+
+/// Compare the expected files (`want`: file -> spec) with a cgroup's files
+/// through `lookup`; only the listed files are compared.
+fn check_files_with(
+    what: &str,
+    want: &Value,
+    lookup: impl Fn(&str) -> Option<String>,
+    problems: &mut Vec<String>,
+) -> CaseResultText {
+    let Some(map) = want.as_object() else {
+        return Err(format!("expected {what} is not a map of files: {want}"));
+    };
+    for (file, spec) in map {
+        let got = lookup(file);
+        if !file_matches(&format!("expected {what}[{file}]"), spec, got.as_deref())? {
+            problems.push(format!(
+                "{what} {file}: expected {spec}, got {}",
+                got.map_or_else(|| "no such file".to_string(), |v| format!("{v:?}"))
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_files(
+    what: &str,
+    want: &Value,
+    got: &[wit::CgroupFile],
+    problems: &mut Vec<String>,
+) -> CaseResultText {
+    check_files_with(
+        what,
+        want,
+        |name| file_value(got, name).map(str::to_string),
+        problems,
+    )
+}
+
+/// The CRI name of a huge page size (`2MB`, `1GB`): upstream `HugePageUnitSizeFromByteSize`.
+fn hugepage_size_name(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
+    let (mut value, mut unit) = (bytes, 0);
+    while value >= 1024 && value.is_multiple_of(1024) && unit < UNITS.len() - 1 {
+        value /= 1024;
+        unit += 1;
+    }
+    format!("{value}{}", UNITS[unit])
+}
+
+/// A CRI `LinuxContainerResources` field as an integer; unset is 0 (proto default).
+fn expect_integer(what: &str, value: &Value) -> Checked<i128> {
+    value
+        .as_i64()
+        .map(i128::from)
+        .or_else(|| value.as_u64().map(i128::from))
+        .ok_or_else(|| format!("{what} is not an integer: {value}"))
+}
+
+/// Compare the CRI `LinuxContainerResources` a case expects with a
+/// container's `resources`: `cpuShares`, `cpuQuota`, `cpuPeriod`,
+/// `memoryLimitInBytes` (unset = 0), `hugepageLimits` (page size name ->
+/// limit, the whole list) and `unified` (the whole map; absent = empty).
+fn check_cri(
+    what: &str,
+    want: &Value,
+    got: &wit::ResourceConfig,
+    problems: &mut Vec<String>,
+) -> CaseResultText {
+    known_keys(
+        &format!("expected {what}"),
+        want,
+        &[
+            "cpuShares",
+            "cpuQuota",
+            "cpuPeriod",
+            "memoryLimitInBytes",
+            "hugepageLimits",
+            "unified",
+        ],
+    )?;
+    let numbers = [
+        ("cpuShares", got.cpu_shares.map_or(0, i128::from)),
+        ("cpuQuota", got.cpu_quota.map_or(0, i128::from)),
+        ("cpuPeriod", got.cpu_period.map_or(0, i128::from)),
+        ("memoryLimitInBytes", got.memory_limit.map_or(0, i128::from)),
+    ];
+    for (key, got) in numbers {
+        if let Some(want) = want.get(key) {
+            let want = expect_integer(&format!("expected {what}.{key}"), want)?;
+            if want != got {
+                problems.push(format!("{what} {key}: expected {want}, got {got}"));
+            }
+        }
+    }
+    if let Some(limits) = want.get("hugepageLimits") {
+        let want: BTreeMap<String, i128> = limits
+            .as_object()
+            .ok_or_else(|| format!("expected {what}.hugepageLimits is not a map"))?
+            .iter()
+            .map(|(k, v)| Ok((k.clone(), expect_integer("a hugepage limit", v)?)))
+            .collect::<Checked<_>>()?;
+        let got: BTreeMap<String, i128> = got
+            .hugepage_limits
+            .iter()
+            .flatten()
+            .map(|h| {
+                (
+                    hugepage_size_name(h.page_size_bytes),
+                    i128::from(h.limit_bytes),
+                )
+            })
+            .collect();
+        if want != got {
+            problems.push(format!(
+                "{what} hugepageLimits: expected {want:?}, got {got:?}"
+            ));
+        }
+    }
+    if let Some(unified) = want.get("unified") {
+        let want: BTreeMap<String, String> = match unified {
+            Value::Null => BTreeMap::new(),
+            Value::Object(m) => m
+                .iter()
+                .map(|(k, v)| {
+                    v.as_str()
+                        .map(|s| (k.clone(), s.to_string()))
+                        .ok_or_else(|| format!("expected {what}.unified[{k}] is not a string"))
+                })
+                .collect::<Checked<_>>()?,
+            other => return Err(format!("expected {what}.unified is not a map: {other}")),
+        };
+        let got: BTreeMap<String, String> = got.unified.iter().cloned().collect();
+        if want != got {
+            problems.push(format!("{what} unified: expected {want:?}, got {got:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// The pod as the kubelet receives it: with `apiServerDefaults`, defaulted
+/// by `default-pod` (as the API server defaults every pod it stores).
+fn kubelet_pod(
+    policy: &PolicyRuntime,
+    value: &Value,
+    defaults: bool,
+    node: &NodeSettings,
+) -> Checked<wit::Pod> {
+    let parsed = pod(value)?;
+    if defaults {
+        Ok(call(policy.default_pod(&parsed, node))?.pod)
+    } else {
+        Ok(parsed)
+    }
+}
+
+fn qos_name(class: QosClass) -> &'static str {
+    match class {
+        QosClass::Guaranteed => "Guaranteed",
+        QosClass::Burstable => "Burstable",
+        QosClass::BestEffort => "BestEffort",
+    }
+}
+
+/// `Evaluate`: the component's `evaluate` of the pod (defaulted first with
+/// `apiServerDefaults`) on the case's node. Expected: `qosClass`, `pod`
+/// (pod cgroup files), `podConfig` (the pod `ResourceConfig`, as
+/// `ResourceConfigForPod`), `containers` (per container: `files`, `cri`,
+/// `oomScoreAdj`), `requests` / `limits` (effective), `spec` (the
+/// defaulted resources, with `apiServerDefaults`).
+fn evaluate_case(
+    policy: &PolicyRuntime,
+    file: &Value,
+    input: &Value,
+    expected: &Value,
+) -> CaseResultText {
+    input_fields(input, &["pod", "node", "featureGates", "apiServerDefaults"])?;
+    expected_fields(
+        expected,
+        &[
+            "qosClass",
+            "pod",
+            "podConfig",
+            "containers",
+            "requests",
+            "limits",
+            "spec",
+        ],
+    )?;
+    let node = vector_node(file, input)?;
+    let defaults = opt_bool(input, "apiServerDefaults")?.unwrap_or(false);
+    let pod = kubelet_pod(policy, &input["pod"], defaults, &node)?;
+    let mut problems = Vec::new();
+    if let Some(spec) = expected.get("spec") {
+        if !defaults {
+            return Err("expected.spec needs input.apiServerDefaults".into());
+        }
+        known_keys(
+            "expected.spec",
+            spec,
+            &["resources", "containers", "initContainers"],
+        )?;
+        if let Some(resources) = spec.get("resources") {
+            compare_requirements("spec.resources", resources, &pod.spec.resources)
+                .unwrap_or_else(|p| problems.push(p));
+        }
+        for key in ["containers", "initContainers"] {
+            let Some(map) = spec.get(key) else { continue };
+            let map = map
+                .as_object()
+                .ok_or_else(|| format!("expected.spec.{key} is not a map"))?;
+            let list = if key == "containers" {
+                &pod.spec.containers
+            } else {
+                &pod.spec.init_containers
+            };
+            for (name, resources) in map {
+                match list.iter().find(|c| &c.name == name) {
+                    Some(c) => {
+                        compare_requirements(&format!("{key}[{name}]"), resources, &c.resources)
+                            .unwrap_or_else(|p| problems.push(p))
+                    }
+                    None => problems.push(format!("no {key} entry `{name}`")),
+                }
+            }
+        }
+    }
+    let eval = call(policy.evaluate(&pod, &node))?;
+    if let Some(want) = expected.get("qosClass") {
+        let want = want.as_str().ok_or("expected.qosClass is not a string")?;
+        check_eq(&mut problems, "qosClass", qos_name(eval.qos_class), want);
+    }
+    if let Some(want) = expected.get("requests") {
+        compare_amounts("requests", want, &eval.effective.requests)
+            .unwrap_or_else(|p| problems.push(p));
+    }
+    if let Some(want) = expected.get("limits") {
+        compare_amounts("limits", want, &eval.effective.limits)
+            .unwrap_or_else(|p| problems.push(p));
+    }
+    if let Some(want) = expected.get("pod") {
+        check_files("pod", want, &eval.pod_cgroup_files, &mut problems)?;
+    }
+    if let Some(want) = expected.get("podConfig") {
+        known_keys(
+            "expected.podConfig",
+            want,
+            &[
+                "cpuShares",
+                "cpuQuota",
+                "cpuPeriod",
+                "memory",
+                "hugePageLimit",
+                "unified",
+            ],
+        )?;
+        let rc = &eval.pod_resources;
+        for (key, got) in [
+            ("cpuShares", rc.cpu_shares.map(i128::from)),
+            ("cpuQuota", rc.cpu_quota.map(i128::from)),
+            ("cpuPeriod", rc.cpu_period.map(i128::from)),
+            ("memory", rc.memory_limit.map(i128::from)),
+        ] {
+            if let Some(v) = want.get(key) {
+                let want = match v {
+                    Value::Null => None,
+                    v => Some(expect_integer(&format!("expected.podConfig.{key}"), v)?),
+                };
+                if want != got {
+                    problems.push(format!("podConfig {key}: expected {want:?}, got {got:?}"));
+                }
+            }
+        }
+        if let Some(v) = want.get("hugePageLimit") {
+            compare_hugepages(v, rc.hugepage_limits.as_deref().unwrap_or_default())
+                .unwrap_or_else(|p| problems.push(p));
+        }
+        if let Some(v) = want.get("unified") {
+            let want: BTreeMap<String, String> = match v {
+                Value::Null => BTreeMap::new(),
+                Value::Object(m) => m
+                    .iter()
+                    .map(|(k, v)| Ok((k.clone(), v.as_str().ok_or("not a string")?.to_string())))
+                    .collect::<Checked<_>>()?,
+                other => return Err(format!("expected.podConfig.unified: {other}")),
+            };
+            let got: BTreeMap<String, String> = rc.unified.iter().cloned().collect();
+            if want != got {
+                problems.push(format!("podConfig unified: expected {want:?}, got {got:?}"));
+            }
+        }
+    }
+    if let Some(containers) = expected.get("containers") {
+        let map = containers
+            .as_object()
+            .ok_or("expected.containers is not a map")?;
+        for (name, want) in map {
+            known_keys(
+                &format!("expected.containers[{name}]"),
+                want,
+                &["files", "cri", "oomScoreAdj"],
+            )?;
+            let Some(c) = eval.containers.iter().find(|c| &c.name == name) else {
+                problems.push(format!("no container `{name}` in the evaluation"));
+                continue;
+            };
+            if let Some(files) = want.get("files") {
+                check_files(
+                    &format!("container {name}"),
+                    files,
+                    &c.cgroup_files,
+                    &mut problems,
+                )?;
+            }
+            if let Some(cri) = want.get("cri") {
+                check_cri(
+                    &format!("container {name} CRI"),
+                    cri,
+                    &c.resources,
+                    &mut problems,
+                )?;
+            }
+            if let Some(score) = want.get("oomScoreAdj") {
+                let score = expect_integer("expected oomScoreAdj", score)?;
+                check_eq(
+                    &mut problems,
+                    &format!("container {name} oomScoreAdj"),
+                    i128::from(c.oom_score_adj),
+                    score,
+                );
+            }
+        }
+    }
+    finish(problems)
+}
+
+/// Strategic merge patch of a pod, as the API server applies a resize
+/// patch: objects merge key by key, `null` deletes, the container lists
+/// (`containers`, `initContainers`, `ephemeralContainers`) merge by `name`
+/// (an unknown name is appended), any other value is replaced.
+fn strategic_merge(target: &mut Value, patch: &Value, path: &str) -> CaseResultText {
+    let Value::Object(patch_map) = patch else {
+        *target = patch.clone();
+        return Ok(());
+    };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let Some(target_map) = target.as_object_mut() else {
+        return Err(format!("{path} is not an object"));
+    };
+    for (key, value) in patch_map {
+        if key.starts_with('$') {
+            return Err(format!(
+                "patch directive {path}.{key} is not supported by the runner"
+            ));
+        }
+        let here = format!("{path}.{key}");
+        match value {
+            Value::Null => {
+                target_map.remove(key);
+            }
+            Value::Array(items)
+                if matches!(
+                    key.as_str(),
+                    "containers" | "initContainers" | "ephemeralContainers"
+                ) =>
+            {
+                let list = target_map
+                    .entry(key.clone())
+                    .or_insert_with(|| Value::Array(Vec::new()));
+                let Value::Array(list) = list else {
+                    return Err(format!("{here} is not a list"));
+                };
+                for item in items {
+                    let name = item
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| format!("{here}: a patch entry without a name"))?;
+                    match list
+                        .iter_mut()
+                        .find(|c| c.get("name").and_then(Value::as_str) == Some(name))
+                    {
+                        Some(existing) => {
+                            strategic_merge(existing, item, &format!("{here}[{name}]"))?
+                        }
+                        None => list.push(item.clone()),
+                    }
+                }
+            }
+            Value::Object(_) => {
+                let entry = target_map.entry(key.clone()).or_insert(Value::Null);
+                strategic_merge(entry, value, &here)?;
+            }
+            other => {
+                target_map.insert(key.clone(), other.clone());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `PodResize`: an in-place resize of `pod` to `desired` (or to `pod` with
+/// the strategic merge `patch` applied), through `resize-plan` with the
+/// other pods' requests `allocated`, and `evaluate` of both pods. Expected:
+/// `decision`, `errors` (field errors, Invalid), `restarts` (the containers
+/// the plan restarts, any order, exact), `containers` (name -> files) and
+/// `pod` (files) after the resize, `usageChecks` (memory usage checks the
+/// plan must make before lowering memory.max; others may come too).
+fn pod_resize_case(
+    policy: &PolicyRuntime,
+    file: &Value,
+    input: &Value,
+    expected: &Value,
+) -> CaseResultText {
+    input_fields(
+        input,
+        &[
+            "pod",
+            "patch",
+            "desired",
+            "node",
+            "featureGates",
+            "allocated",
+            "apiServerDefaults",
+        ],
+    )?;
+    expected_fields(
+        expected,
+        &[
+            "decision",
+            "errors",
+            "restarts",
+            "containers",
+            "pod",
+            "usageChecks",
+        ],
+    )?;
+    let node = vector_node(file, input)?;
+    let defaults = opt_bool(input, "apiServerDefaults")?.unwrap_or(false);
+    let desired_json = match (input.get("patch"), input.get("desired")) {
+        (Some(patch), None) => {
+            let mut desired = input["pod"].clone();
+            strategic_merge(&mut desired, patch, "patch")?;
+            desired
+        }
+        (None, Some(desired)) => desired.clone(),
+        _ => return Err("input needs exactly one of patch and desired".into()),
+    };
+    let current = kubelet_pod(policy, &input["pod"], defaults, &node)?;
+    let desired = kubelet_pod(policy, &desired_json, defaults, &node)?;
+    let others = quantity_list("input.allocated", &input["allocated"])?;
+    let plan = call(policy.resize_plan(&current, &desired, &others, &node))?;
+    let decision = match plan.decision {
+        wit::ResizeDecision::Accepted => "Accepted",
+        wit::ResizeDecision::Deferred => "Deferred",
+        wit::ResizeDecision::Infeasible => "Infeasible",
+        wit::ResizeDecision::Invalid => "Invalid",
+    };
+    let mut problems = Vec::new();
+    let want = req_str(expected, "decision").map_err(|e| format!("expected.{e}"))?;
+    if decision != want {
+        problems.push(format!(
+            "decision: expected {want}, got {decision} ({}; errors: {})",
+            plan.message,
+            format_field_errors(&plan.errors)
+        ));
+        return finish(problems);
+    }
+    if let Some(want) = want_errors(expected, &["errors"], StringIs::Message)? {
+        if want.is_empty() && !plan.errors.is_empty() {
+            problems.push(format!(
+                "expected no errors, got:\n{}",
+                format_field_errors(&plan.errors)
+            ));
+        }
+        check_field_errors(&want, &plan.errors).unwrap_or_else(|p| problems.push(p));
+    }
+    let restarted: BTreeSet<String> = plan
+        .steps
+        .iter()
+        .filter(|s| s.kind == wit::ResizeStepKind::RestartContainer)
+        .filter_map(|s| s.container.clone())
+        .collect();
+    if let Some(want) = expected.get("restarts") {
+        let want: BTreeSet<String> = string_list("expected.restarts", want)?
+            .into_iter()
+            .collect();
+        check_eq(&mut problems, "restarts", &restarted, &want);
+    }
+    if let Some(checks) = expected.get("usageChecks") {
+        let got: Vec<(String, u64)> = plan
+            .steps
+            .iter()
+            .filter(|s| s.kind == wit::ResizeStepKind::CheckMemoryUsage)
+            .map(|s| {
+                (
+                    s.container
+                        .as_ref()
+                        .map_or_else(|| "pod".to_string(), |c| format!("container:{c}")),
+                    s.memory_limit_bytes.unwrap_or_default(),
+                )
+            })
+            .collect();
+        let want = checks
+            .as_array()
+            .ok_or("expected.usageChecks is not a list")?
+            .iter()
+            .map(|c| {
+                known_keys(
+                    "an expected usage check",
+                    c,
+                    &["target", "memoryLimitBytes"],
+                )?;
+                Ok((
+                    req_str(c, "target")?.to_string(),
+                    opt_u64(c, "memoryLimitBytes")?.ok_or("memoryLimitBytes is missing")?,
+                ))
+            })
+            .collect::<Checked<Vec<_>>>()?;
+        for check in &want {
+            if !got.contains(check) {
+                problems.push(format!("usage checks: expected {check:?} among {got:?}"));
+            }
+        }
+    }
+    if expected.get("containers").is_some() || expected.get("pod").is_some() {
+        if plan.decision != wit::ResizeDecision::Accepted {
+            return Err("expected cgroup files need an Accepted resize".into());
+        }
+        let before = call(policy.evaluate(&current, &node))?;
+        let after = call(policy.evaluate(&desired, &node))?;
+        let written = |container: Option<&str>, name: &str| -> Option<String> {
+            plan.steps
+                .iter()
+                .filter(|s| match container {
+                    Some(c) => {
+                        s.kind == wit::ResizeStepKind::WriteContainer
+                            && s.container.as_deref() == Some(c)
+                    }
+                    None => s.kind == wit::ResizeStepKind::WritePod,
+                })
+                .filter_map(|s| file_value(&s.files, name))
+                .next_back()
+                .map(str::to_string)
+        };
+        if let Some(containers) = expected.get("containers") {
+            let map = containers
+                .as_object()
+                .ok_or("expected.containers is not a map")?;
+            for (name, want) in map {
+                let (Some(old), Some(new)) = (
+                    before.containers.iter().find(|c| &c.name == name),
+                    after.containers.iter().find(|c| &c.name == name),
+                ) else {
+                    problems.push(format!("no container `{name}` in the evaluations"));
+                    continue;
+                };
+                let restarts = restarted.contains(name);
+                check_files_with(
+                    &format!("container {name} after the plan"),
+                    want,
+                    |file| {
+                        written(Some(name), file).or_else(|| {
+                            let source = if restarts { new } else { old };
+                            file_value(&source.cgroup_files, file).map(str::to_string)
+                        })
+                    },
+                    &mut problems,
+                )?;
+                check_files(
+                    &format!("container {name} evaluated after the resize"),
+                    want,
+                    &new.cgroup_files,
+                    &mut problems,
+                )?;
+            }
+        }
+        if let Some(want) = expected.get("pod") {
+            check_files_with(
+                "pod after the plan",
+                want,
+                |file| {
+                    written(None, file)
+                        .or_else(|| file_value(&before.pod_cgroup_files, file).map(str::to_string))
+                },
+                &mut problems,
+            )?;
+            check_files(
+                "pod evaluated after the resize",
+                want,
+                &after.pod_cgroup_files,
+                &mut problems,
+            )?;
+        }
+    }
+    finish(problems)
+}
+
+fn node_cgroup_name(cgroup: wit::NodeCgroup) -> &'static str {
+    match cgroup {
+        wit::NodeCgroup::Kubepods => "kubepods",
+        wit::NodeCgroup::Burstable => "burstable",
+        wit::NodeCgroup::Besteffort => "besteffort",
+        wit::NodeCgroup::KubeReserved => "kube-reserved",
+        wit::NodeCgroup::SystemReserved => "system-reserved",
+    }
+}
+
+/// `NodeCgroups`: the node-level cgroups for the node's `pods` (each
+/// defaulted first with `apiServerDefaults`). Expected: `cgroups` (cgroup ->
+/// files, or `null` for a cgroup the policy must not configure) and
+/// `warnings` (substrings each warning list must contain).
+fn node_cgroups_case(
+    policy: &PolicyRuntime,
+    file: &Value,
+    input: &Value,
+    expected: &Value,
+) -> CaseResultText {
+    input_fields(
+        input,
+        &["pods", "node", "featureGates", "apiServerDefaults"],
+    )?;
+    expected_fields(expected, &["cgroups", "warnings"])?;
+    let node = vector_node(file, input)?;
+    let defaults = opt_bool(input, "apiServerDefaults")?.unwrap_or(false);
+    let pods = match &input["pods"] {
+        Value::Null => Vec::new(),
+        Value::Array(items) => items
+            .iter()
+            .map(|p| kubelet_pod(policy, p, defaults, &node))
+            .collect::<Checked<Vec<_>>>()?,
+        other => return Err(format!("input.pods is not a list: {other}")),
+    };
+    let values = call(policy.node_cgroups(&pods, &node))?;
+    let mut problems = Vec::new();
+    if let Some(cgroups) = expected.get("cgroups") {
+        let map = cgroups.as_object().ok_or("expected.cgroups is not a map")?;
+        for (name, want) in map {
+            if ![
+                "kubepods",
+                "burstable",
+                "besteffort",
+                "kube-reserved",
+                "system-reserved",
+            ]
+            .contains(&name.as_str())
+            {
+                return Err(format!("expected.cgroups names an unknown cgroup `{name}`"));
+            }
+            let got = values
+                .cgroups
+                .iter()
+                .find(|c| node_cgroup_name(c.cgroup) == name);
+            match (want, got) {
+                (Value::Null, None) => {}
+                (Value::Null, Some(_)) => {
+                    problems.push(format!("cgroup {name}: expected none, got files"))
+                }
+                (_, None) => problems.push(format!("cgroup {name}: expected files, got none")),
+                (want, Some(got)) => {
+                    check_files(&format!("cgroup {name}"), want, &got.files, &mut problems)?
+                }
+            }
+        }
+    }
+    if let Some(warnings) = expected.get("warnings") {
+        for want in string_list("expected.warnings", warnings)? {
+            if !values.warnings.iter().any(|w| w.contains(&want)) {
+                problems.push(format!(
+                    "no warning contains {want:?}: {:?}",
+                    values.warnings
+                ));
+            }
+        }
+    }
+    finish(problems)
+}
+
+/// `ValidateNode`: `validate-node` of the case's node; `valid`, and
+/// `errors` matched as in [`validation_case`].
+fn validate_node_case(
+    policy: &PolicyRuntime,
+    file: &Value,
+    input: &Value,
+    expected: &Value,
+) -> CaseResultText {
+    input_fields(input, &["node", "featureGates"])?;
+    expected_fields(expected, &["valid", "errors"])?;
+    let node = vector_node(file, input)?;
+    let errors = policy
+        .validate_node(&node)
+        .map_err(|e| format!("calling the component failed: {e:#}"))?;
+    let want_errors = want_errors(expected, &["errors"], StringIs::Message)?;
+    let want_valid = match expected.get("valid") {
+        Some(_) => expect_bool(expected, "valid")?,
+        None => want_errors
+            .as_ref()
+            .map(Vec::is_empty)
+            .ok_or("expected has neither valid nor errors")?,
+    };
+    if errors.is_empty() != want_valid {
+        return Err(format!(
+            "expected valid={want_valid}; errors:\n{}",
+            format_field_errors(&errors)
+        ));
+    }
+    match want_errors {
+        Some(want) => check_field_errors(&want, &errors),
+        None => Ok(()),
+    }
+}
+
+/// `GetWarningsForPod`: `pod-warnings`; `warnings` compared as a set (exact).
+fn warnings_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseResultText {
+    input_fields(input, &["pod"])?;
+    expected_fields(expected, &["warnings"])?;
+    let pod = pod(&input["pod"])?;
+    let got: BTreeSet<String> = policy
+        .call(|p, s| p.call_pod_warnings(s, &pod))
+        .map_err(|e| format!("calling the component failed: {e:#}"))?
+        .into_iter()
+        .collect();
+    let want: BTreeSet<String> = match expected.get("warnings") {
+        None => return Err("expected.warnings is missing".into()),
+        Some(Value::Null) => BTreeSet::new(),
+        Some(v) => string_list("expected.warnings", v)?.into_iter().collect(),
+    };
+    if got == want {
+        Ok(())
+    } else {
+        Err(format!(
+            "missing {:?}; extra {:?}",
+            want.difference(&got).collect::<Vec<_>>(),
+            got.difference(&want).collect::<Vec<_>>()
+        ))
+    }
+}
+
+/// Whether a CPU set meets an expected spec: a cpuset string (equal sets),
+/// a list of specs (any of them), or `{size, excludes, subsetOf, overlaps,
+/// sameAs, disjointFrom, differenceOf, countIn, wholeCores}`, all of which
+/// must hold (`sameAs` / `disjointFrom` name another container: `name` of
+/// the same pod or `pod/name`; `differenceOf: {set, minus}` = exactly `set`
+/// without the CPUs of container `minus`; `countIn` maps a cpuset to how
+/// many of the CPUs lie in it; `wholeCores: true` = every core of the
+/// topology is in the set whole or not at all).
+fn cpuset_matches(
+    what: &str,
+    spec: &Value,
+    got: &CpuSet,
+    topology: &wit::NodeTopology,
+    sibling: &dyn Fn(&str) -> Option<CpuSet>,
+) -> Checked<bool> {
+    Ok(match spec {
+        Value::String(text) => *got == cpus(text)?,
+        Value::Array(options) => {
+            for option in options {
+                if option.is_array() {
+                    return Err(format!("{what}: alternatives cannot nest"));
+                }
+                if cpuset_matches(what, option, got, topology, sibling)? {
+                    return Ok(true);
+                }
+            }
+            false
+        }
+        Value::Object(map) => {
+            known_keys(
+                what,
+                spec,
+                &[
+                    "size",
+                    "excludes",
+                    "subsetOf",
+                    "sameAs",
+                    "disjointFrom",
+                    "countIn",
+                    "wholeCores",
+                    "overlaps",
+                    "differenceOf",
+                ],
+            )?;
+            if map.is_empty() {
+                return Err(format!("{what}: an empty cpuset spec"));
+            }
+            let mut ok = true;
+            if let Some(size) = opt_u64(spec, "size").map_err(|e| format!("{what}.{e}"))? {
+                ok &= got.len() as u64 == size;
+            }
+            if let Some(set) = opt_str(spec, "excludes").map_err(|e| format!("{what}.{e}"))? {
+                ok &= got.is_disjoint(&cpus(set)?);
+            }
+            if let Some(set) = opt_str(spec, "subsetOf").map_err(|e| format!("{what}.{e}"))? {
+                ok &= got.is_subset_of(&cpus(set)?);
+            }
+            if let Some(set) = opt_str(spec, "overlaps").map_err(|e| format!("{what}.{e}"))? {
+                ok &= !got.is_disjoint(&cpus(set)?);
+            }
+            if let Some(difference) = spec.get("differenceOf") {
+                known_keys(
+                    &format!("{what}.differenceOf"),
+                    difference,
+                    &["set", "minus"],
+                )?;
+                let set = cpus(
+                    req_str(difference, "set").map_err(|e| format!("{what}.differenceOf.{e}"))?,
+                )?;
+                let minus =
+                    req_str(difference, "minus").map_err(|e| format!("{what}.differenceOf.{e}"))?;
+                let minus = sibling(minus)
+                    .ok_or_else(|| format!("{what}.differenceOf.minus: no container `{minus}`"))?;
+                let want: Vec<u32> = set.iter().filter(|c| !minus.contains(*c)).collect();
+                ok &= got.iter().collect::<Vec<u32>>() == want;
+            }
+            if let Some(counts) = spec.get("countIn") {
+                let counts = counts
+                    .as_object()
+                    .ok_or_else(|| format!("{what}.countIn is not a map"))?;
+                for (set, count) in counts {
+                    let count = count
+                        .as_u64()
+                        .ok_or_else(|| format!("{what}.countIn[{set}] is not a count"))?;
+                    let inside = cpus(set)?;
+                    let n = got.iter().filter(|c| inside.contains(*c)).count();
+                    ok &= n as u64 == count;
+                }
+            }
+            if let Some(whole) = opt_bool(spec, "wholeCores").map_err(|e| format!("{what}.{e}"))? {
+                let closed = got.iter().all(|c| {
+                    let core = topology.cpus.iter().find(|t| t.id == c).map(|t| t.core_id);
+                    topology
+                        .cpus
+                        .iter()
+                        .filter(|t| Some(t.core_id) == core)
+                        .all(|t| got.contains(t.id))
+                });
+                ok &= closed == whole;
+            }
+            for (key, same) in [("sameAs", true), ("disjointFrom", false)] {
+                if let Some(other) = opt_str(spec, key).map_err(|e| format!("{what}.{e}"))? {
+                    let other = sibling(other)
+                        .ok_or_else(|| format!("{what}.{key}: no container `{other}`"))?;
+                    ok &= if same {
+                        *got == other
+                    } else {
+                        got.is_disjoint(&other)
+                    };
+                }
+            }
+            ok
+        }
+        other => return Err(format!("{what}: not a cpuset spec: {other}")),
+    })
+}
+
+/// Files of a cgroup as `admit` leaves them: `evaluate`'s, with the
+/// placement files of the admission written over them.
+fn placed_files(
+    evaluated: &[wit::CgroupFile],
+    placement: &[wit::CgroupFile],
+) -> Vec<wit::CgroupFile> {
+    let mut files: Vec<wit::CgroupFile> = evaluated
+        .iter()
+        .filter(|f| !placement.iter().any(|p| p.file == f.file))
+        .cloned()
+        .collect();
+    files.extend(placement.iter().cloned());
+    files
+}
+
+/// `Admit`: the node's resource managers admit `pods` in order (`admit` on
+/// the state the previous admission left, from a new state) on the file's
+/// `topology`. Expected per pod (by `metadata.name`): `admitted`,
+/// `rejection` (`{reason, message}`), `files` (the pod cgroup:
+/// `evaluate`'s files with the admission's placement files over them) and
+/// `containers` (`cpuset`: the container's CPUs, the node's shared pool
+/// after the last admission when it has none of its own; `mems`: its NUMA
+/// nodes as a set, from its `cpuset.mems`, every NUMA node of the topology
+/// when `admit` writes none, compared like `cpuset`; `files` as for
+/// the pod; `memory`: resource name -> byte size that every memory block of
+/// the container of that resource has, no blocks of other resources, `{}`
+/// = none); `sharedPool` (the node's shared pool after the last admission).
+fn admit_case(
+    policy: &PolicyRuntime,
+    file: &Value,
+    input: &Value,
+    expected: &Value,
+) -> CaseResultText {
+    input_fields(
+        input,
+        &[
+            "pods",
+            "topology",
+            "node",
+            "featureGates",
+            "apiServerDefaults",
+        ],
+    )?;
+    expected_fields(expected, &["pods", "sharedPool"])?;
+    let node = vector_node(file, input)?;
+    let topology = vector_topology(file, req_str(input, "topology")?)?;
+    let defaults = opt_bool(input, "apiServerDefaults")?.unwrap_or(false);
+    let pods = input["pods"]
+        .as_array()
+        .ok_or("input.pods is not a list")?
+        .iter()
+        .map(|p| kubelet_pod(policy, p, defaults, &node))
+        .collect::<Checked<Vec<_>>>()?;
+    let mut state = crate::empty_manager_state();
+    let mut admissions = Vec::new();
+    for pod in &pods {
+        let admission = call(policy.admit(pod, &topology, &state, &node))?;
+        state = admission.state.clone();
+        let evaluation = call(policy.evaluate(pod, &node))?;
+        admissions.push((pod, admission, evaluation));
+    }
+    let shared_pool = admissions.last().map_or_else(
+        || Ok(CpuSet::new()),
+        |(_, a, _)| cpus(&a.assignment.node_shared_pool),
+    )?;
+    let mut problems = Vec::new();
+    if let Some(spec) = expected.get("sharedPool")
+        && !cpuset_matches(
+            "expected.sharedPool",
+            spec,
+            &shared_pool,
+            &topology,
+            &|_| None,
+        )?
+    {
+        problems.push(format!("shared pool: expected {spec}, got {shared_pool}"));
+    }
+    let Some(want_pods) = expected.get("pods") else {
+        return finish(problems);
+    };
+    let want_pods = want_pods.as_object().ok_or("expected.pods is not a map")?;
+    for (name, want) in want_pods {
+        known_keys(
+            &format!("expected.pods[{name}]"),
+            want,
+            &["admitted", "rejection", "files", "containers"],
+        )?;
+        let Some((_, admission, evaluation)) = admissions.iter().find(|(p, _, _)| &p.name == name)
+        else {
+            return Err(format!("expected.pods names `{name}`, not an input pod"));
+        };
+        if let Some(admitted) =
+            opt_bool(want, "admitted").map_err(|e| format!("expected.pods[{name}].{e}"))?
+        {
+            check_eq(
+                &mut problems,
+                &format!("pod {name} admitted"),
+                admission.rejection.is_none(),
+                admitted,
+            );
+        }
+        if let Some(rejection) = want.get("rejection") {
+            known_keys("an expected rejection", rejection, &["reason", "message"])?;
+            match &admission.rejection {
+                None => problems.push(format!("pod {name}: expected a rejection, admitted")),
+                Some(got) => {
+                    if let Some(reason) = opt_str(rejection, "reason")?
+                        && reason != got.reason
+                    {
+                        problems.push(format!(
+                            "pod {name} rejection reason: expected {reason}, got {}",
+                            got.reason
+                        ));
+                    }
+                    if let Some(message) = opt_str(rejection, "message")?
+                        && !got.message.contains(message)
+                    {
+                        problems.push(format!(
+                            "pod {name} rejection message: expected {message:?} in {:?}",
+                            got.message
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some(files) = want.get("files") {
+            let got = placed_files(&evaluation.pod_cgroup_files, &admission.files.pod);
+            check_files(&format!("pod {name}"), files, &got, &mut problems)?;
+        }
+        let Some(containers) = want.get("containers") else {
+            continue;
+        };
+        let containers = containers
+            .as_object()
+            .ok_or_else(|| format!("expected.pods[{name}].containers is not a map"))?;
+        // `container` of this pod, or `pod/container` of another input pod.
+        let cpuset_of = |reference: &str| -> Option<CpuSet> {
+            let (assignment, container) = match reference.split_once('/') {
+                None => (&admission.assignment, reference),
+                Some((pod, container)) => (
+                    &admissions
+                        .iter()
+                        .find(|(p, _, _)| p.name == pod)?
+                        .1
+                        .assignment,
+                    container,
+                ),
+            };
+            let assigned = assignment.containers.iter().find(|c| c.name == container)?;
+            match &assigned.cpuset {
+                Some(set) => CpuSet::parse(set).ok(),
+                None => Some(shared_pool.clone()),
+            }
+        };
+        for (container, want) in containers {
+            let what = format!("expected.pods[{name}].containers[{container}]");
+            known_keys(&what, want, &["cpuset", "mems", "files", "memory"])?;
+            if let Some(spec) = want.get("mems") {
+                // Mems_allowed_list: the container's cpuset.mems as admit
+                // leaves it, every NUMA node of the topology when unwritten.
+                let written = admission
+                    .files
+                    .containers
+                    .iter()
+                    .find(|c| &c.name == container)
+                    .and_then(|c| c.files.iter().find(|f| f.file == "cpuset.mems"))
+                    .map(|f| f.value.clone());
+                let got = match written {
+                    Some(text) => cpus(&text)?,
+                    None => cpus(
+                        &topology
+                            .numa_nodes
+                            .iter()
+                            .map(|n| n.id.to_string())
+                            .collect::<Vec<_>>()
+                            .join(","),
+                    )?,
+                };
+                if !cpuset_matches(&format!("{what}.mems"), spec, &got, &topology, &|_| None)? {
+                    problems.push(format!(
+                        "pod {name} container {container} NUMA nodes: expected {spec}, got {got}"
+                    ));
+                }
+            }
+            if let Some(memory) = want.get("memory") {
+                let memory = memory
+                    .as_object()
+                    .ok_or_else(|| format!("{what}.memory is not a map"))?;
+                let blocks = admission
+                    .assignment
+                    .containers
+                    .iter()
+                    .find(|c| &c.name == container)
+                    .map(|c| c.memory.clone())
+                    .unwrap_or_default();
+                for block in &blocks {
+                    if !memory.contains_key(&block.resource_name) {
+                        problems.push(format!(
+                            "pod {name} container {container}: an unexpected {} block",
+                            block.resource_name
+                        ));
+                    }
+                }
+                for (resource, size) in memory {
+                    let size = size
+                        .as_u64()
+                        .ok_or_else(|| format!("{what}.memory[{resource}] is not a byte count"))?;
+                    let of_type: Vec<_> = blocks
+                        .iter()
+                        .filter(|b| &b.resource_name == resource)
+                        .collect();
+                    if of_type.is_empty() || of_type.iter().any(|b| b.size != size) {
+                        problems.push(format!(
+                            "pod {name} container {container} {resource} blocks: expected size {size}, got {:?}",
+                            of_type.iter().map(|b| b.size).collect::<Vec<_>>()
+                        ));
+                    }
+                }
+            }
+            if let Some(spec) = want.get("cpuset") {
+                match cpuset_of(container) {
+                    None => problems.push(format!("pod {name}: no container `{container}`")),
+                    Some(got) => {
+                        if !cpuset_matches(&what, spec, &got, &topology, &cpuset_of)? {
+                            problems.push(format!(
+                                "pod {name} container {container} cpuset: expected {spec}, got {got}"
+                            ));
+                        }
+                    }
+                }
+            }
+            if let Some(files) = want.get("files") {
+                let evaluated = evaluation
+                    .containers
+                    .iter()
+                    .find(|c| &c.name == container)
+                    .map(|c| c.cgroup_files.clone())
+                    .unwrap_or_default();
+                let placed = admission
+                    .files
+                    .containers
+                    .iter()
+                    .find(|c| &c.name == container)
+                    .map(|c| c.files.clone())
+                    .unwrap_or_default();
+                check_files(
+                    &format!("pod {name} container {container}"),
+                    files,
+                    &placed_files(&evaluated, &placed),
+                    &mut problems,
+                )?;
+            }
+        }
+    }
+    finish(problems)
+}
+
+// ----------------------------------------------------------------------
 // Resource managers (k8s-managers/*.json, kep-derived/kep5526-allocation.json)
 // ----------------------------------------------------------------------
 
@@ -1579,6 +2949,50 @@ fn vector_topology(file: &Value, name: &str) -> Checked<wit::NodeTopology> {
         })
         .collect::<Checked<Vec<_>>>()?;
     let numa: BTreeSet<u32> = cpus.iter().map(|c| c.numa_node).collect();
+    if let Some(nodes) = topology.get("numaNodes") {
+        // Optional NUMA memory (the upstream/ corpus): `[{id, memoryBytes,
+        // hugepages: [{pageSizeBytes, pages}]}]`, every node of the CPUs listed.
+        let numa_nodes = nodes
+            .as_array()
+            .ok_or_else(|| format!("topology `{name}`.numaNodes is not a list"))?
+            .iter()
+            .map(|node| {
+                let what = format!("topology `{name}` NUMA node");
+                known_keys(&what, node, &["id", "memoryBytes", "hugepages"])?;
+                let hugepages = match &node["hugepages"] {
+                    Value::Null => Vec::new(),
+                    Value::Array(pools) => pools
+                        .iter()
+                        .map(|pool| {
+                            known_keys(&what, pool, &["pageSizeBytes", "pages"])?;
+                            Ok(wit::HugepagePool {
+                                page_size_bytes: opt_u64(pool, "pageSizeBytes")?.ok_or_else(
+                                    || format!("{what}: a pool without pageSizeBytes"),
+                                )?,
+                                pages: opt_u64(pool, "pages")?
+                                    .ok_or_else(|| format!("{what}: a pool without pages"))?,
+                            })
+                        })
+                        .collect::<Checked<Vec<_>>>()?,
+                    other => return Err(format!("{what}.hugepages is not a list: {other}")),
+                };
+                Ok(wit::NumaNodeInfo {
+                    id: as_u32(&node["id"], &format!("{what} id"))?,
+                    memory_bytes: opt_u64(node, "memoryBytes")?
+                        .ok_or_else(|| format!("{what} without memoryBytes"))?,
+                    hugepages,
+                    distances: Vec::new(),
+                })
+            })
+            .collect::<Checked<Vec<_>>>()?;
+        if let Some(missing) = numa
+            .iter()
+            .find(|id| !numa_nodes.iter().any(|n| n.id == **id))
+        {
+            return Err(format!("topology `{name}`.numaNodes lacks node {missing}"));
+        }
+        return Ok(wit::NodeTopology { cpus, numa_nodes });
+    }
     Ok(wit::NodeTopology {
         cpus,
         numa_nodes: numa
