@@ -15,8 +15,10 @@
 //! - `managers`: KEP-5526 admission and release through the component on a
 //!   fixture machine: the KEP's examples and tables, errors, properties.
 //! - `memory_qos`: KEP-2570 tables, factor validation, node-level sums.
+//! - `node_inputs`: node files, Kubernetes Nodes and KubeletConfigurations, the node-file schema.
 //! - `node_state`: manager checkpoints, restart, release, cpuset writes.
 //! - `outputs`: every JSON output's apiVersion/kind and schema (schemas/output), tables.
+//! - `pod_inputs`: pods and workloads from files and directories, strict fields, static pod uids.
 //! - `properties`: proptest invariants over generated pods and nodes (memory order, ranges, defaulting).
 //! - `resize`: KEP-1287 plans, rejections, the usage guard, failure injection.
 //! - `sysfs`: topology discovery over fixtures/sysfs and broken trees.
@@ -34,6 +36,7 @@ mod hostile_policy;
 mod kubelet_parity;
 mod managers;
 mod memory_qos;
+mod node_inputs;
 mod node_state;
 mod outputs;
 mod pod_inputs;
@@ -42,4 +45,3 @@ mod resize;
 mod sysfs;
 mod util;
 mod webhook;
-mod node_inputs;
