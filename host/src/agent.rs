@@ -131,6 +131,29 @@ pub struct Agent {
     first_decision: Option<Duration>,
 }
 
+/// An `admit` answer, or `None` with the failure (a failed call, or field
+/// errors) reported for `pod`.
+fn admission_or_report(
+    answer: Result<crate::PolicyResult<Admission>>,
+    pod: &str,
+    report: &mut ReconcileReport,
+) -> Option<Admission> {
+    match answer {
+        Ok(Ok(admission)) => Some(admission),
+        Ok(Err(errors)) => {
+            report.errors.push(format!(
+                "{pod}: the managers could not evaluate the pod: {}",
+                format_field_errors(&errors)
+            ));
+            None
+        }
+        Err(e) => {
+            report.errors.push(format!("{pod}: {e:#}"));
+            None
+        }
+    }
+}
+
 fn pod_name(pod: &Pod) -> String {
     if pod.namespace.is_empty() {
         pod.name.clone()
@@ -498,20 +521,8 @@ impl Agent {
                 self.metrics
                     .admission_duration
                     .observe(began.elapsed().as_secs_f64());
-                let admission = match answer {
-                    Ok(Ok(admission)) => admission,
-                    Ok(Err(errors)) => {
-                        report.errors.push(format!(
-                            "{}: the managers could not evaluate the pod: {}",
-                            explanation.pod,
-                            format_field_errors(&errors)
-                        ));
-                        continue;
-                    }
-                    Err(e) => {
-                        report.errors.push(format!("{}: {e:#}", explanation.pod));
-                        continue;
-                    }
+                let Some(admission) = admission_or_report(answer, &explanation.pod, report) else {
+                    continue;
                 };
                 if let Some(rejection) = &admission.rejection {
                     for resource in ["cpu", "memory"] {
@@ -591,32 +602,17 @@ impl Agent {
         // the node's current shared pool, as `apply` and `explain` compute it.
         let mut placed = Vec::new();
         for (doc, explanation, pod) in kept {
-            let admission = match policy.admit(&pod, &managers.topology, &managers.state, &node) {
-                Ok(Ok(admission)) if admission.rejection.is_none() => admission,
-                Ok(Ok(admission)) => {
-                    let why = admission
-                        .rejection
-                        .map(|r| format!("{}: {}", r.reason, r.message))
-                        .unwrap_or_default();
-                    report.errors.push(format!(
-                        "{}: no longer admitted on the current manager state: {why}",
-                        explanation.pod
-                    ));
-                    continue;
-                }
-                Ok(Err(errors)) => {
-                    report.errors.push(format!(
-                        "{}: the managers could not evaluate the pod: {}",
-                        explanation.pod,
-                        format_field_errors(&errors)
-                    ));
-                    continue;
-                }
-                Err(e) => {
-                    report.errors.push(format!("{}: {e:#}", explanation.pod));
-                    continue;
-                }
+            let answer = policy.admit(&pod, &managers.topology, &managers.state, &node);
+            let Some(admission) = admission_or_report(answer, &explanation.pod, report) else {
+                continue;
             };
+            if let Some(r) = &admission.rejection {
+                report.errors.push(format!(
+                    "{}: no longer admitted on the current manager state: {}: {}",
+                    explanation.pod, r.reason, r.message
+                ));
+                continue;
+            }
             let qos = crate::output::qos_from_explanation(&explanation)?;
             match crate::admit::cpuset_values(&admission, &pod, qos, &node, &managers.topology) {
                 Ok(values) => extra.extend(values),

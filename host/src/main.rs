@@ -440,6 +440,24 @@ fn read_node_inputs(policy: &PolicyRuntime, args: &NodeArgs) -> Result<node_inpu
     Ok(inputs)
 }
 
+/// The node settings, the notes on them, and the managers' placement
+/// (`explain`, `apply`): `--sysfs` over the node file's `sysfs`.
+fn node_and_placement(
+    policy: &PolicyRuntime,
+    args: &NodeArgs,
+    sysfs: Option<&std::path::Path>,
+    state: Option<&std::path::Path>,
+) -> Result<(NodeSettings, Vec<String>, Option<podpolicy::Placement>)> {
+    let inputs = read_node_inputs(policy, args)?;
+    let placement = placement(
+        policy,
+        &inputs.settings,
+        sysfs.or(inputs.sysfs.as_deref()),
+        state,
+    )?;
+    Ok((inputs.settings, inputs.notes, placement))
+}
+
 /// The resource managers' placement for `explain` / `apply`, when the
 /// policy says the node's managers place pods: the topology from `sysfs`
 /// (default `/`) and the state from the checkpoints in `state` (or a new one).
@@ -635,17 +653,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             state,
             output,
         } => {
-            let node_input::NodeInputs {
-                settings: node,
-                sysfs: node_sysfs,
-                notes,
-            } = read_node_inputs(&policy, node)?;
-            let mut placement = placement(
-                &policy,
-                &node,
-                sysfs.as_deref().or(node_sysfs.as_deref()),
-                state.as_deref(),
-            )?;
+            let (node, notes, mut placement) =
+                node_and_placement(&policy, node, sysfs.as_deref(), state.as_deref())?;
             let docs = pods.read()?;
             let mut report = explain_all(&policy, &docs, &node, placement.as_mut())?;
             report.node.notes = notes;
@@ -669,17 +678,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             system_reserved_cgroup,
             output,
         } => {
-            let node_input::NodeInputs {
-                settings: node,
-                sysfs: node_sysfs,
-                ..
-            } = read_node_inputs(&policy, node)?;
-            let mut placement = placement(
-                &policy,
-                &node,
-                sysfs.as_deref().or(node_sysfs.as_deref()),
-                state.as_deref(),
-            )?;
+            let (node, _, mut placement) =
+                node_and_placement(&policy, node, sysfs.as_deref(), state.as_deref())?;
             let docs = pods.read()?;
             let options = apply::ApplyOptions {
                 cgroup_root: cgroup_root.clone(),
