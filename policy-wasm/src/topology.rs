@@ -1703,15 +1703,17 @@ mod tests {
         assert_eq!(hints[1].1, TopologyHint::new(mask(&[0, 1, 2, 3]), true));
     }
 
-    // ---- Vectors: shared/vectors/k8s-managers/topology-manager-merge.json ----
+    // ---- Vectors: tests/vectors/k8s-managers/topology-manager-merge.json ----
 
     fn vectors() -> Value {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/vectors/k8s-managers/topology-manager-merge.json"
+            "/../tests/vectors/k8s-managers/topology-manager-merge.json"
         );
         let text = std::fs::read_to_string(path).unwrap_or_else(|err| {
-            panic!("topology vectors missing at {path}: {err}; the shared vectors must be present")
+            panic!(
+                "topology vectors missing at {path}: {err}; tests/vectors is part of the repository"
+            )
         });
         serde_json::from_str(&text).unwrap_or_else(|err| panic!("{path}: invalid JSON: {err}"))
     }
