@@ -172,7 +172,8 @@ check $APOD/web/memory.max 33554432
 rm /tmp/pods/agent-pod.yaml
 $AGENT > /tmp/agent2.txt 2>&1
 rc=$?
-if [ $rc = 0 ] && [ ! -e $APOD ] && grep -q '"default/agent-pod"' /tmp/agent2.txt; then
+# The agent's manifests are static pods: named <name>-<node> as the kubelet names them.
+if [ $rc = 0 ] && [ ! -e $APOD ] && grep -q '"default/agent-pod-vm-node"' /tmp/agent2.txt; then
     pass "agent removed $APOD after its manifest went"
 else
     fail "agent removal: exit $rc, $(ls -d $APOD 2>&1)"
