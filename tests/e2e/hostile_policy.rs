@@ -160,10 +160,16 @@ pub fn core_wat(hostility: Hostility) -> String {
 /// The hostile component's bytes.
 pub fn component(hostility: Hostility) -> Vec<u8> {
     let (resolve, world) = pod_policy_world();
-    let mut core = wat::parse_str(core_wat(hostility)).expect("the hostile WAT parses");
+    encode(&core_wat(hostility), &resolve, world)
+}
+
+/// A core module in WAT, with `world` embedded, as a component (what
+/// wit-component does to the real guest).
+fn encode(wat: &str, resolve: &Resolve, world: wit_parser::WorldId) -> Vec<u8> {
+    let mut core = wat::parse_str(wat).expect("the WAT parses");
     wit_component::embed_component_metadata(
         &mut core,
-        &resolve,
+        resolve,
         world,
         wit_component::StringEncoding::UTF8,
         false,
@@ -172,7 +178,7 @@ pub fn component(hostility: Hostility) -> Vec<u8> {
     wit_component::ComponentEncoder::default()
         .module(&core)
         .and_then(|encoder| encoder.validate(true).encode())
-        .expect("encoding the hostile component")
+        .expect("encoding the component")
 }
 
 /// A component of an older contract: package `podpolicy:policy@0.5.0`
@@ -215,17 +221,5 @@ world pod-policy {
   {data}
   (func (export "policy-info") (result i32) (i32.const {INFO_AT})))"#
     );
-    let mut core = wat::parse_str(wat).expect("the old WAT parses");
-    wit_component::embed_component_metadata(
-        &mut core,
-        &resolve,
-        world,
-        wit_component::StringEncoding::UTF8,
-        false,
-    )
-    .expect("embedding the world");
-    wit_component::ComponentEncoder::default()
-        .module(&core)
-        .and_then(|encoder| encoder.validate(true).encode())
-        .expect("encoding the old component")
+    encode(&wat, &resolve, world)
 }
