@@ -468,18 +468,7 @@ impl Explanation {
         if let Some(q) = &self.qos_class {
             let _ = writeln!(out, "  QoS class      {q}");
         }
-        let map = |m: &Option<BTreeMap<String, String>>| {
-            m.as_ref().map_or_else(String::new, |m| {
-                if m.is_empty() {
-                    "-".to_string()
-                } else {
-                    m.iter()
-                        .map(|(k, v)| format!("{k}={v}"))
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                }
-            })
-        };
+        let map = |m: &Option<BTreeMap<String, String>>| m.as_ref().map_or_else(String::new, pairs);
         let _ = writeln!(out, "  requests       {}", map(&self.requests));
         let _ = writeln!(out, "  limits         {}", map(&self.limits));
         if !self.defaulting_patch.is_empty() {
@@ -522,16 +511,7 @@ impl Explanation {
                 "  resize {}: values above are the allocated resources",
                 pending.state
             );
-            let list = |m: &BTreeMap<String, String>| {
-                if m.is_empty() {
-                    "-".to_string()
-                } else {
-                    m.iter()
-                        .map(|(k, v)| format!("{k}={v}"))
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                }
-            };
+            let list = pairs;
             for change in &pending.changes {
                 let who = change.container.as_deref().unwrap_or("(pod level)");
                 let _ = writeln!(
@@ -554,6 +534,17 @@ impl Explanation {
         }
         out
     }
+}
+
+/// `k=v k=v` for a table, `-` for an empty map.
+fn pairs(m: &BTreeMap<String, String>) -> String {
+    if m.is_empty() {
+        return "-".to_string();
+    }
+    m.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The QoS class an explanation names (an error when the policy gave none
