@@ -18,19 +18,8 @@ use crate::bindings::{
 };
 use crate::cgroupfs::{self, CgroupRoot, CgroupValues, FileValue};
 use crate::runtime::PolicyRuntime;
+use crate::state_dir::StateDir;
 use crate::{checkpoint, format_field_errors};
-
-/// Configured policy names, as the checkpoints record them.
-fn policy_names(node: &NodeSettings) -> (String, String) {
-    (
-        node.cpu_manager_policy
-            .clone()
-            .unwrap_or_else(|| "none".to_string()),
-        node.memory_manager_policy
-            .clone()
-            .unwrap_or_else(|| "None".to_string()),
-    )
-}
 
 /// Load the state (or start empty) and let the managers validate it, as the
 /// kubelet's `Start` does.
@@ -40,17 +29,23 @@ pub fn start_state(
     node: &NodeSettings,
     state_dir: Option<&Path>,
 ) -> Result<ManagerState> {
-    let (cpu_policy, memory_policy) = policy_names(node);
     let state = match state_dir {
-        Some(dir) => checkpoint::load(dir, &cpu_policy, &memory_policy)?,
+        Some(dir) => checkpoint::load(dir)?,
         None => crate::empty_manager_state(),
     };
     match policy.start_managers(topology, &state, node)? {
         Ok(Ok(state)) => Ok(state),
         Ok(Err(e)) => bail!(
-            "the resource managers refuse to start: {} ({:?})",
+            "the resource managers refuse to start: {} ({:?}){}",
             e.message,
-            e.reason
+            e.reason,
+            match state_dir {
+                Some(dir) => format!(
+                    "; the checkpoints in {} were written for other settings: the kubelet refuses them too (drain the node and remove them)",
+                    dir.display()
+                ),
+                None => String::new(),
+            }
         ),
         Err(errors) => bail!(
             "invalid manager state or settings:\n{}",
@@ -424,6 +419,11 @@ pub fn admit(
         Ok(q) => q,
         Err(errors) => bail!("{}", format_field_errors(&errors)),
     };
+    // One writer at a time: the lock is held from reading the state to
+    // saving the new one, so concurrent admissions never share a CPU.
+    let locked = state_dir
+        .map(|dir| StateDir::lock(dir, crate::state_dir::DEFAULT_LOCK_WAIT))
+        .transpose()?;
     let state = start_state(policy, topology, node, state_dir)?;
     let admission = match policy.admit(pod, topology, &state, node)? {
         Ok(a) => a,
@@ -437,19 +437,38 @@ pub fn admit(
     }
     // Files first (validated, nothing written yet), then the checkpoint, then the writes.
     let values = cpuset_values(&admission, pod, qos, node, topology)?;
-    if let Some(dir) = state_dir {
+    if let Some(dir) = &locked {
         checkpoint::save(dir, &admission.state).context("saving the manager checkpoints")?;
     }
     if let Some(root) = cgroup_root {
         let root = CgroupRoot::open(root).map_err(|e| anyhow!("{e}"))?;
         let changes = cgroupfs::plan(&root, &values).map_err(|e| anyhow!("{e}"))?;
-        cgroupfs::apply(&changes).map_err(|e| anyhow!("{e}"))?;
+        cgroupfs::apply(&root, &changes).map_err(|e| anyhow!("{e}"))?;
     }
     Ok(admission)
 }
 
+/// Whether `state` holds anything for the pod `uid`, and the containers it
+/// names for it.
+fn held_by(state: &ManagerState, uid: &str) -> (bool, BTreeSet<String>) {
+    let mut containers = BTreeSet::new();
+    let mut held = false;
+    for pod in state.cpu.entries.iter().filter(|p| p.pod_uid == uid) {
+        held = true;
+        containers.extend(pod.containers.iter().map(|c| c.container.clone()));
+    }
+    for pod in state.memory.entries.iter().filter(|p| p.pod_uid == uid) {
+        held = true;
+        containers.extend(pod.containers.iter().map(|c| c.container.clone()));
+    }
+    held |= state.cpu.pod_entries.iter().any(|p| p.pod_uid == uid)
+        || state.memory.pod_entries.iter().any(|p| p.pod_uid == uid);
+    (held, containers)
+}
+
 /// Release one container (the pod's resources go with its last container)
-/// and persist the new state.
+/// and persist the new state. A pod the state does not know, or a container
+/// it names no assignment for while the state is unchanged, is an error.
 pub fn release(
     policy: &PolicyRuntime,
     pod_uid: &str,
@@ -458,11 +477,28 @@ pub fn release(
     topology: &NodeTopology,
     state_dir: &Path,
 ) -> Result<ManagerState> {
-    let state = start_state(policy, topology, node, Some(state_dir))?;
-    let state = match policy.release(pod_uid, container, topology, &state, node)? {
+    let locked = StateDir::lock(state_dir, crate::state_dir::DEFAULT_LOCK_WAIT)?;
+    let before = start_state(policy, topology, node, Some(state_dir))?;
+    let (held, containers) = held_by(&before, pod_uid);
+    if !held {
+        bail!(
+            "pod uid `{}` holds no resource-manager state in {}: nothing to release",
+            pod_uid.escape_debug(),
+            state_dir.display()
+        );
+    }
+    let state = match policy.release(pod_uid, container, topology, &before, node)? {
         Ok(s) => s,
         Err(errors) => bail!("{}", format_field_errors(&errors)),
     };
-    checkpoint::save(state_dir, &state).context("saving the manager checkpoints")?;
+    if state == before && !containers.is_empty() && !containers.contains(container) {
+        bail!(
+            "pod uid `{}` has no container `{}` in the resource-manager state (it has: {})",
+            pod_uid.escape_debug(),
+            container.escape_debug(),
+            containers.into_iter().collect::<Vec<_>>().join(", ")
+        );
+    }
+    checkpoint::save(&locked, &state).context("saving the manager checkpoints")?;
     Ok(state)
 }

@@ -2,30 +2,28 @@
 //! kubelet's `cpu_manager_state` and `memory_manager_state` files.
 //!
 //! The component is pure (state in, new state out); this module persists
-//! what it returns. Each file is written to a temporary file in the same
-//! directory, fsynced, renamed over the old one, and the directory is
-//! fsynced, so a crash leaves either the old or the new checkpoint. Loading
-//! verifies a checksum and the policy name and refuses a corrupt or
-//! mismatched checkpoint with a clear error instead of guessing.
+//! what it returns, both files in one commit of the locked state directory
+//! ([`crate::state_dir`]): a crash leaves both old or both new, never one of
+//! each. Loading verifies a checksum and the policy name and refuses a
+//! corrupt or mismatched checkpoint with a clear error instead of guessing;
+//! reads are bounded and never follow a symlink or block on a FIFO.
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::bindings::{
     ContainerMemory, CpuManagerState, ManagerState, MemoryBlock, MemoryManagerState, MemoryTable,
     NumaMemoryState, PodCpuEntries, PodCpuset, PodMemory, PodMemoryEntries,
 };
+use crate::state_dir::StateDir;
 
 /// File name of the CPU manager checkpoint (as the kubelet names it).
 pub const CPU_CHECKPOINT: &str = "cpu_manager_state";
 /// File name of the memory manager checkpoint.
 pub const MEMORY_CHECKPOINT: &str = "memory_manager_state";
-/// Checkpoints larger than this are refused.
-const MAX_CHECKPOINT_BYTES: u64 = 16 << 20;
 
 /// `cpu_manager_state` on disk.
 #[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -216,60 +214,37 @@ fn memory_checkpoint(state: &MemoryManagerState) -> Result<MemoryCheckpoint> {
     Ok(checkpoint)
 }
 
-/// Write `bytes` to `path` atomically and durably.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .context("checkpoint path has no file name")?
-        .to_string_lossy();
-    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
-    let result = (|| -> Result<()> {
-        let mut file =
-            std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        file.write_all(bytes)
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        file.sync_all()
-            .with_context(|| format!("syncing {}", tmp.display()))?;
-        std::fs::rename(&tmp, path)
-            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .with_context(|| format!("syncing directory {}", dir.display()))?;
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
+/// Write `bytes` to `path` atomically and durably (see [`crate::state_dir`]).
+pub use crate::state_dir::write_atomically;
 
-/// Persist both managers' state into `dir`.
-pub fn save(dir: &Path, state: &ManagerState) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let cpu = serde_json::to_vec_pretty(&cpu_checkpoint(&state.cpu)?)?;
-    let memory = serde_json::to_vec_pretty(&memory_checkpoint(&state.memory)?)?;
-    write_atomically(&dir.join(CPU_CHECKPOINT), &cpu)?;
-    write_atomically(&dir.join(MEMORY_CHECKPOINT), &memory)?;
-    Ok(())
-}
-
-fn read_checkpoint(path: &Path) -> Result<Option<String>> {
-    match std::fs::metadata(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(anyhow!("{}: {e}", path.display())),
-        Ok(meta) if meta.len() > MAX_CHECKPOINT_BYTES => bail!(
-            "{}: checkpoint is larger than {MAX_CHECKPOINT_BYTES} bytes",
-            path.display()
+/// The checkpoint files of `state`, by file name, as one commit writes them.
+pub fn files(state: &ManagerState) -> Result<Vec<(&'static str, Vec<u8>)>> {
+    Ok(vec![
+        (
+            CPU_CHECKPOINT,
+            serde_json::to_vec_pretty(&cpu_checkpoint(&state.cpu)?)?,
         ),
-        Ok(_) => {}
+        (
+            MEMORY_CHECKPOINT,
+            serde_json::to_vec_pretty(&memory_checkpoint(&state.memory)?)?,
+        ),
+    ])
+}
+
+/// Persist both managers' state in the locked `dir`, as one commit: a
+/// crash leaves both files old or both new.
+pub fn save(dir: &StateDir, state: &ManagerState) -> Result<()> {
+    dir.commit(&files(state)?)
+}
+
+fn read_checkpoint(dir: &Path, name: &str) -> Result<Option<String>> {
+    let path = dir.join(name);
+    match crate::state_dir::read_file(dir, name)? {
+        None => Ok(None),
+        Some(bytes) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| corrupt(&path, "not UTF-8")),
     }
-    std::fs::read_to_string(path)
-        .map(Some)
-        .with_context(|| format!("reading {}", path.display()))
 }
 
 fn corrupt(path: &Path, why: impl std::fmt::Display) -> anyhow::Error {
@@ -279,32 +254,19 @@ fn corrupt(path: &Path, why: impl std::fmt::Display) -> anyhow::Error {
     )
 }
 
-/// Load the checkpoints in `dir` (missing files give an empty state).
-/// `expected_cpu_policy` / `expected_memory_policy` are the configured
-/// policy names; a checkpoint written by another policy is refused.
-pub fn load(
-    dir: &Path,
-    expected_cpu_policy: &str,
-    expected_memory_policy: &str,
-) -> Result<ManagerState> {
+/// Load the checkpoints in `dir` (missing files give an empty state). The
+/// policy names they record are passed on as they are: whether they match
+/// the configured policies is the managers' start-up check, in the
+/// component.
+pub fn load(dir: &Path) -> Result<ManagerState> {
     let mut state = crate::empty_manager_state();
     let cpu_path = dir.join(CPU_CHECKPOINT);
-    if let Some(text) = read_checkpoint(&cpu_path)? {
+    if let Some(text) = read_checkpoint(dir, CPU_CHECKPOINT)? {
         let mut checkpoint: CpuCheckpoint =
             serde_json::from_str(&text).map_err(|e| corrupt(&cpu_path, e))?;
         let stored = std::mem::take(&mut checkpoint.checksum);
         if checksum(&checkpoint)? != stored {
             return Err(corrupt(&cpu_path, "checksum mismatch"));
-        }
-        if !checkpoint
-            .policy_name
-            .eq_ignore_ascii_case(expected_cpu_policy)
-        {
-            bail!(
-                "{}: checkpoint was written by CPU manager policy `{}` but `{expected_cpu_policy}` is configured; the kubelet refuses to switch policies on a node with assignments: drain it and remove the file",
-                cpu_path.display(),
-                checkpoint.policy_name
-            );
         }
         state.cpu = CpuManagerState {
             policy_name: checkpoint.policy_name,
@@ -334,22 +296,12 @@ pub fn load(
         };
     }
     let memory_path = dir.join(MEMORY_CHECKPOINT);
-    if let Some(text) = read_checkpoint(&memory_path)? {
+    if let Some(text) = read_checkpoint(dir, MEMORY_CHECKPOINT)? {
         let mut checkpoint: MemoryCheckpoint =
             serde_json::from_str(&text).map_err(|e| corrupt(&memory_path, e))?;
         let stored = std::mem::take(&mut checkpoint.checksum);
         if checksum(&checkpoint)? != stored {
             return Err(corrupt(&memory_path, "checksum mismatch"));
-        }
-        if !checkpoint
-            .policy_name
-            .eq_ignore_ascii_case(expected_memory_policy)
-        {
-            bail!(
-                "{}: checkpoint was written by memory manager policy `{}` but `{expected_memory_policy}` is configured; drain the node and remove the file",
-                memory_path.display(),
-                checkpoint.policy_name
-            );
         }
         state.memory = MemoryManagerState {
             policy_name: checkpoint.policy_name,

@@ -79,6 +79,7 @@ pub mod policy_dir;
 pub mod resize_cmd;
 pub mod resize_exec;
 pub mod runtime;
+pub mod state_dir;
 pub mod swap;
 pub mod sysfs;
 pub mod topology_input;
