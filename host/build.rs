@@ -39,7 +39,19 @@ fn main() {
         .nth(4)
         .expect("OUT_DIR is inside the target dir")
         .to_path_buf();
-    let guest_target = target_root.join("wasm-guest");
+    // One guest target dir per workspace checkout: worktrees that share a
+    // CARGO_TARGET_DIR would otherwise share `policy_wasm.wasm`, and a fresh
+    // nested build does not copy its own module there again, so one
+    // checkout could embed another's policy without a word.
+    let checkout = workspace
+        .to_string_lossy()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |hash, b| {
+            (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+    let guest_target = target_root
+        .join("wasm-guest")
+        .join(format!("{:08x}", checkout >> 32));
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&workspace)

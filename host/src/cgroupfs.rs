@@ -8,8 +8,16 @@
 //! - Roots: [`CgroupRoot::open`] accepts a cgroup2 mount (files are never
 //!   created there: a missing file means its controller is not enabled) or a
 //!   plain directory that stands in for one in tests and dry runs (files are
-//!   created). A non-cgroup2 root under `/sys` is refused, so a cgroup v1 or
-//!   hybrid host is never written to by mistake.
+//!   created). The kind is decided by the filesystem type (`statfs`): a
+//!   cgroup v1, sysfs, procfs or devtmpfs root is refused, and so is a
+//!   stand-in at `/` or in a system directory (`/etc`, `/usr`, ...), so a
+//!   cgroup v1 or hybrid host is never written to by mistake.
+//! - Never outside the root: the root is held open, and every read, write,
+//!   `mkdir` and removal resolves its path beneath that directory with
+//!   `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` (and `*at` calls on
+//!   the directory it opened), at the moment of the operation. A symlink
+//!   swapped in anywhere on the path after planning fails that one
+//!   operation (`ELOOP`); nothing is created, written or removed through it.
 //! - Plan, then apply: [`plan`] reads the current values and returns the
 //!   [`Change`]s that make the tree match, in a safe order; [`apply`]
 //!   performs them and stops at the first failure, saying how many were
@@ -24,8 +32,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::fs;
 use std::io::{self, Read, Write as _};
+use std::os::fd::{AsFd as _, OwnedFd};
+use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::Mode;
 
 use crate::bindings::{CgroupDriver, QosClass};
 
@@ -84,6 +98,28 @@ pub enum CgroupError {
     Symlink {
         /// The link.
         path: PathBuf,
+    },
+    /// A file or a symbolic link where a cgroup directory is expected.
+    #[error("{}: is not a directory (a symbolic link or a file where a cgroup directory is expected); refusing to follow it", path.display())]
+    NotADirectory {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A path that is not below the root.
+    #[error("{}: not below the cgroup root {}", path.display(), root.display())]
+    OutsideRoot {
+        /// The path.
+        path: PathBuf,
+        /// The root.
+        root: PathBuf,
+    },
+    /// Reading a directory failed.
+    #[error("reading {}: {source}", path.display())]
+    ReadDir {
+        /// The directory.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
     },
     /// A process whose `oom_score_adj` was to be written does not exist.
     #[error("no process {pid}: {} does not exist", path.display())]
@@ -355,17 +391,30 @@ pub enum RootKind {
     Directory,
 }
 
-/// The directory cgroup paths are resolved against.
+/// The directory cgroup paths are resolved against, held open: every
+/// operation resolves its path beneath this descriptor.
 #[derive(Clone, Debug)]
 pub struct CgroupRoot {
     dir: PathBuf,
     kind: RootKind,
+    fd: Arc<OwnedFd>,
 }
 
+/// Top-level directories a stand-in root may not be in (or be).
+const SYSTEM_DIRS: [&str; 12] = [
+    "etc", "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "boot", "dev", "proc", "sys",
+];
+
 impl CgroupRoot {
-    /// Open `dir` as a cgroup root. It must be an existing directory; it is
-    /// a cgroup2 mount, or a plain directory outside `/sys` and `/proc`.
+    /// Open `dir` as a cgroup root. It must be an existing directory; by its
+    /// filesystem type, a cgroup2 mount, or a plain directory standing in
+    /// for one (not `/`, not in a system directory such as `/etc`, and not
+    /// a cgroup v1, sysfs, procfs or devtmpfs mount).
     pub fn open(dir: &Path) -> Result<CgroupRoot, CgroupError> {
+        use nix::sys::statfs::{
+            CGROUP_SUPER_MAGIC, CGROUP2_SUPER_MAGIC, DEVPTS_SUPER_MAGIC, PROC_SUPER_MAGIC,
+            SYSFS_MAGIC,
+        };
         let given = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
         let refuse = |reason: String| CgroupError::Root {
             path: given.clone(),
@@ -373,24 +422,62 @@ impl CgroupRoot {
         };
         let canonical =
             fs::canonicalize(&given).map_err(|e| refuse(format!("cannot open: {e}")))?;
-        if !canonical.is_dir() {
-            return Err(refuse("is not a directory".to_string()));
-        }
-        let stat = nix::sys::statfs::statfs(&canonical)
+        let fd = nix::fcntl::open(
+            &canonical,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| {
+            if e == nix::errno::Errno::ENOTDIR {
+                refuse("is not a directory".to_string())
+            } else {
+                refuse(format!("cannot open: {e}"))
+            }
+        })?;
+        // The type of what was opened (not of a path that may change since).
+        let stat = nix::sys::statfs::fstatfs(&fd)
             .map_err(|e| refuse(format!("cannot statfs: {e}")))?;
-        let kind = if stat.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC {
+        let fs_type = stat.filesystem_type();
+        const DEVTMPFS_MAGIC: nix::sys::statfs::FsType =
+            nix::sys::statfs::FsType(0x1373 as _);
+        let kind = if fs_type == CGROUP2_SUPER_MAGIC {
             RootKind::Cgroup2
-        } else if canonical.starts_with("/sys") || canonical.starts_with("/proc") {
+        } else if fs_type == CGROUP_SUPER_MAGIC {
             return Err(refuse(
-                "is not a cgroup v2 mount (a cgroup v1 or hybrid host?); refusing to write there"
+                "is a cgroup v1 mount (a v1 or hybrid host?); podpolicy writes cgroup v2 only"
+                    .to_string(),
+            ));
+        } else if [SYSFS_MAGIC, PROC_SUPER_MAGIC, DEVPTS_SUPER_MAGIC, DEVTMPFS_MAGIC]
+            .contains(&fs_type)
+        {
+            return Err(refuse(
+                "is not a cgroup v2 mount (a kernel filesystem: sysfs, procfs or devices); refusing to write there"
                     .to_string(),
             ));
         } else {
-            RootKind::Directory
+            let top = canonical
+                .components()
+                .nth(1)
+                .map(|c| c.as_os_str().to_string_lossy().into_owned());
+            match top {
+                None => {
+                    return Err(refuse(
+                        "is the filesystem root and not a cgroup v2 mount; refusing to write there (a stand-in cgroup root must be a directory of its own)"
+                            .to_string(),
+                    ));
+                }
+                Some(top) if SYSTEM_DIRS.contains(&top.as_str()) => {
+                    return Err(refuse(format!(
+                        "is not a cgroup v2 mount and lies in the system directory /{top}; refusing to write there"
+                    )));
+                }
+                Some(_) => RootKind::Directory,
+            }
         };
         Ok(CgroupRoot {
             dir: canonical,
             kind,
+            fd: Arc::new(fd),
         })
     }
 
@@ -403,6 +490,64 @@ impl CgroupRoot {
     pub fn kind(&self) -> RootKind {
         self.kind
     }
+
+    /// `path` relative to the root (`.` for the root itself).
+    fn relative<'a>(&self, path: &'a Path) -> Result<&'a Path, CgroupError> {
+        match path.strip_prefix(&self.dir) {
+            Ok(rel) if rel.as_os_str().is_empty() => Ok(Path::new(".")),
+            Ok(rel) => Ok(rel),
+            Err(_) => Err(CgroupError::OutsideRoot {
+                path: path.to_path_buf(),
+                root: self.dir.clone(),
+            }),
+        }
+    }
+
+    /// Open `path` (absolute, below the root) with `flags`, resolving every
+    /// component beneath the root and refusing any symlink on the way.
+    fn open_beneath(&self, path: &Path, flags: OFlag) -> Result<OwnedFd, OpenError> {
+        let rel = self.relative(path).map_err(OpenError::Refused)?;
+        // openat2 refuses a mode without O_CREAT.
+        let mode = if flags.contains(OFlag::O_CREAT) {
+            Mode::from_bits_truncate(0o644)
+        } else {
+            Mode::empty()
+        };
+        let how = OpenHow::new()
+            .flags(flags | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
+            .mode(mode)
+            .resolve(
+                ResolveFlag::RESOLVE_BENEATH
+                    | ResolveFlag::RESOLVE_NO_SYMLINKS
+                    | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+            );
+        nix::fcntl::openat2(self.fd.as_fd(), rel, how).map_err(|errno| match errno {
+            nix::errno::Errno::ELOOP => OpenError::Refused(CgroupError::Symlink {
+                path: path.to_path_buf(),
+            }),
+            nix::errno::Errno::ENOTDIR if flags.contains(OFlag::O_DIRECTORY) => {
+                OpenError::Refused(CgroupError::NotADirectory {
+                    path: path.to_path_buf(),
+                })
+            }
+            nix::errno::Errno::EXDEV => OpenError::Refused(CgroupError::OutsideRoot {
+                path: path.to_path_buf(),
+                root: self.dir.clone(),
+            }),
+            nix::errno::Errno::ENOSYS => OpenError::Io(io::Error::other(
+                "this kernel has no openat2 (Linux 5.6 or later is needed to write cgroups safely)",
+            )),
+            other => OpenError::Io(io::Error::from(other)),
+        })
+    }
+}
+
+/// Why [`CgroupRoot::open_beneath`] failed.
+enum OpenError {
+    /// The path may not be opened at all (symlink, outside the root).
+    Refused(CgroupError),
+    /// The OS said no (not found, permission, ...).
+    Io(io::Error),
 }
 
 /// What a file holds before a write.
@@ -437,18 +582,24 @@ pub enum Change {
     },
 }
 
-/// Read a small file without following a final symlink; `Absent` when it
-/// does not exist.
-fn read_current(path: &Path) -> Current {
-    let opened = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(path);
-    let file = match opened {
-        Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Current::Absent,
-        Err(e) => return Current::Unreadable(e.to_string()),
+/// Read a small file below `root`; `Absent` when it does not exist. A
+/// symlink on the way makes it unreadable.
+fn read_current(root: &CgroupRoot, path: &Path) -> Current {
+    let fd = match root.open_beneath(path, OFlag::O_RDONLY | OFlag::O_NONBLOCK) {
+        Ok(fd) => fd,
+        Err(OpenError::Io(e)) if e.kind() == io::ErrorKind::NotFound => return Current::Absent,
+        Err(OpenError::Io(e)) => return Current::Unreadable(e.to_string()),
+        Err(OpenError::Refused(e)) => return Current::Unreadable(e.to_string()),
     };
+    read_fd(fs::File::from(fd))
+}
+
+fn read_fd(file: fs::File) -> Current {
+    match file.metadata() {
+        Ok(meta) if !meta.is_file() => return Current::Unreadable("not a regular file".into()),
+        Err(e) => return Current::Unreadable(e.to_string()),
+        Ok(_) => {}
+    }
     let mut bytes = Vec::new();
     match file.take(MAX_READ_BYTES).read_to_end(&mut bytes) {
         Ok(_) => {
@@ -459,15 +610,42 @@ fn read_current(path: &Path) -> Current {
     }
 }
 
-/// Whether `path` is an existing directory; a symlink there is an error,
-/// since cgroup directories are never links.
-fn existing_dir(path: &Path) -> Result<bool, CgroupError> {
-    match fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_symlink() => Err(CgroupError::Symlink {
-            path: path.to_path_buf(),
+/// Read a small file outside any cgroup root (`/proc/<pid>/oom_score_adj`)
+/// without following a final symlink.
+fn read_current_path(path: &Path) -> Current {
+    let opened = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path);
+    match opened {
+        Ok(file) => read_fd(file),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Current::Absent,
+        Err(e) => Current::Unreadable(e.to_string()),
+    }
+}
+
+/// The current text of `file` in the cgroup directory `dir` (absolute,
+/// below `root`), resolved beneath the root; `None` when absent.
+pub fn read_file(root: &CgroupRoot, dir: &Path, file: &str) -> Result<Option<String>, CgroupError> {
+    validate_name("cgroup file name", file)?;
+    let path = dir.join(file);
+    match read_current(root, &path) {
+        Current::Absent => Ok(None),
+        Current::Value(text) => Ok(Some(text)),
+        Current::Unreadable(reason) => Err(CgroupError::ReadDir {
+            path,
+            source: io::Error::other(reason),
         }),
-        Ok(meta) => Ok(meta.is_dir()),
-        Err(_) => Ok(false),
+    }
+}
+
+/// Whether `path` (below `root`) is an existing directory; a symlink on
+/// the way is an error, since cgroup directories are never links.
+fn existing_dir(root: &CgroupRoot, path: &Path) -> Result<bool, CgroupError> {
+    match root.open_beneath(path, OFlag::O_PATH) {
+        Ok(fd) => Ok(fs::File::from(fd).metadata().is_ok_and(|m| m.is_dir())),
+        Err(OpenError::Refused(e)) => Err(e),
+        Err(OpenError::Io(_)) => Ok(false),
     }
 }
 
@@ -613,14 +791,14 @@ pub fn plan(root: &CgroupRoot, desired: &[CgroupValues]) -> Result<Vec<Change>, 
     let mut changes = Vec::new();
     for (_, path) in &dirs {
         let dir = path.dir_in(&root.dir);
-        if path.depth() > 0 && !existing_dir(&dir)? {
+        if path.depth() > 0 && !existing_dir(root, &dir)? {
             changes.push(Change::Mkdir { dir: dir.clone() });
         }
         let Some(controllers) = needed.get(path) else {
             continue;
         };
         let file = dir.join(SUBTREE_CONTROL);
-        let old = read_current(&file);
+        let old = read_current(root, &file);
         let enabled = enabled_controllers(&old);
         if controllers.iter().all(|c| enabled.contains(*c)) {
             continue;
@@ -645,7 +823,7 @@ pub fn plan(root: &CgroupRoot, desired: &[CgroupValues]) -> Result<Vec<Change>, 
         let dir = path.dir_in(&root.dir);
         for file in files {
             let target = dir.join(&file.file);
-            let old = read_current(&target);
+            let old = read_current(root, &target);
             if old == Current::Value(file.value.clone()) {
                 continue;
             }
@@ -680,7 +858,7 @@ pub fn plan_oom_score_adj(
 ) -> Result<Option<Change>, CgroupError> {
     let proc_root = std::path::absolute(proc_root).unwrap_or_else(|_| proc_root.to_path_buf());
     let path = proc_root.join(pid.to_string()).join("oom_score_adj");
-    let old = read_current(&path);
+    let old = read_current_path(&path);
     let new = value.to_string();
     match &old {
         Current::Absent => Err(CgroupError::NoProcess { pid, path }),
@@ -694,39 +872,76 @@ pub fn plan_oom_score_adj(
     }
 }
 
-/// Write `value` to `path` in one `write(2)` call, so the kernel sees the
-/// whole value or nothing. `create` allows a missing file to be created
-/// (stand-in roots); a final symlink is never followed.
-pub fn write_file(path: &Path, value: &str, create: bool) -> Result<(), CgroupError> {
-    let fail = |source: io::Error| CgroupError::Write {
+/// Write `value` to `path` (below `root`) in one `write(2)` call, so the
+/// kernel sees the whole value or nothing. `create` allows a missing file
+/// to be created (stand-in roots); the path is resolved beneath the root at
+/// this moment, and no symlink on it is followed.
+pub fn write_file(
+    root: &CgroupRoot,
+    path: &Path,
+    value: &str,
+    create: bool,
+) -> Result<(), CgroupError> {
+    let mut flags = OFlag::O_WRONLY | OFlag::O_TRUNC;
+    if create {
+        flags |= OFlag::O_CREAT;
+    }
+    let file = match root.open_beneath(path, flags) {
+        Ok(fd) => fs::File::from(fd),
+        Err(OpenError::Refused(e)) => return Err(e),
+        Err(OpenError::Io(e)) => {
+            return Err(write_error(path, value, missing_hint(e, create)));
+        }
+    };
+    write_once(file, path, value)
+}
+
+fn missing_hint(e: io::Error, create: bool) -> io::Error {
+    if e.kind() == io::ErrorKind::NotFound && !create {
+        io::Error::new(
+            e.kind(),
+            "no such file (is its controller enabled in the parent's cgroup.subtree_control?)",
+        )
+    } else {
+        e
+    }
+}
+
+fn write_error(path: &Path, value: &str, source: io::Error) -> CgroupError {
+    CgroupError::Write {
         path: path.to_path_buf(),
         value: shown(value),
         source,
-    };
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .create(create)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|e| {
-            if e.kind() == io::ErrorKind::NotFound && !create {
-                fail(io::Error::new(
-                    e.kind(),
-                    "no such file (is its controller enabled in the parent's cgroup.subtree_control?)",
-                ))
-            } else {
-                fail(e)
-            }
-        })?;
-    let written = file.write(value.as_bytes()).map_err(fail)?;
+    }
+}
+
+fn write_once(mut file: fs::File, path: &Path, value: &str) -> Result<(), CgroupError> {
+    let written = file
+        .write(value.as_bytes())
+        .map_err(|e| write_error(path, value, e))?;
     if written != value.len() {
-        return Err(fail(io::Error::new(
-            io::ErrorKind::WriteZero,
-            format!("short write: {written} of {} bytes", value.len()),
-        )));
+        return Err(write_error(
+            path,
+            value,
+            io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!("short write: {written} of {} bytes", value.len()),
+            ),
+        ));
     }
     Ok(())
+}
+
+/// Write a file outside any cgroup root (`/proc/<pid>/oom_score_adj`): an
+/// existing file, never a final symlink, one `write(2)`.
+fn write_proc_file(path: &Path, value: &str) -> Result<(), CgroupError> {
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| write_error(path, value, e))?;
+    write_once(file, path, value)
 }
 
 /// A plan that stopped: how many changes were applied before `error`.
@@ -739,14 +954,26 @@ pub struct ApplyError {
     pub error: CgroupError,
 }
 
-/// Perform `changes` in order, stopping at the first failure.
-pub fn apply(changes: &[Change]) -> Result<(), ApplyError> {
+/// Perform `changes` (planned for `root`) in order, stopping at the first
+/// failure. Cgroup paths are resolved beneath `root` again for each change.
+pub fn apply(root: &CgroupRoot, changes: &[Change]) -> Result<(), ApplyError> {
     for (applied, change) in changes.iter().enumerate() {
         let result = match change {
-            Change::Mkdir { dir } => make_dir(dir),
+            Change::Mkdir { dir } => make_dir(root, dir),
             Change::Write {
                 path, new, create, ..
-            } => write_file(path, new, *create),
+            } => {
+                if path.starts_with(root.dir()) {
+                    write_file(root, path, new, *create)
+                } else if path.file_name().is_some_and(|n| n == "oom_score_adj") && !*create {
+                    write_proc_file(path, new)
+                } else {
+                    Err(CgroupError::OutsideRoot {
+                        path: path.clone(),
+                        root: root.dir().to_path_buf(),
+                    })
+                }
+            }
         };
         if let Err(error) = result {
             return Err(ApplyError { applied, error });
@@ -755,20 +982,41 @@ pub fn apply(changes: &[Change]) -> Result<(), ApplyError> {
     Ok(())
 }
 
-fn make_dir(dir: &Path) -> Result<(), CgroupError> {
-    match fs::create_dir(dir) {
+/// The directory holding `path` (below `root`), opened beneath the root,
+/// and `path`'s last component.
+fn parent_beneath<'a>(
+    root: &CgroupRoot,
+    path: &'a Path,
+) -> Result<(OwnedFd, &'a std::ffi::OsStr), CgroupError> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(CgroupError::OutsideRoot {
+            path: path.to_path_buf(),
+            root: root.dir().to_path_buf(),
+        });
+    };
+    match root.open_beneath(parent, OFlag::O_PATH | OFlag::O_DIRECTORY) {
+        Ok(fd) => Ok((fd, name)),
+        Err(OpenError::Refused(e)) => Err(e),
+        Err(OpenError::Io(source)) => Err(CgroupError::Mkdir {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+fn make_dir(root: &CgroupRoot, dir: &Path) -> Result<(), CgroupError> {
+    let (parent, name) = parent_beneath(root, dir)?;
+    match nix::sys::stat::mkdirat(&parent, name, Mode::from_bits_truncate(0o755)) {
         Ok(()) => Ok(()),
         // Someone else created it between plan and apply: fine if it is a directory.
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && !existing_dir(dir)? => {
-            Err(CgroupError::Mkdir {
-                path: dir.to_path_buf(),
-                source: io::Error::new(e.kind(), "exists and is not a directory"),
-            })
-        }
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-        Err(source) => Err(CgroupError::Mkdir {
+        Err(nix::errno::Errno::EEXIST) if existing_dir(root, dir)? => Ok(()),
+        Err(nix::errno::Errno::EEXIST) => Err(CgroupError::Mkdir {
             path: dir.to_path_buf(),
-            source,
+            source: io::Error::new(io::ErrorKind::AlreadyExists, "exists and is not a directory"),
+        }),
+        Err(errno) => Err(CgroupError::Mkdir {
+            path: dir.to_path_buf(),
+            source: io::Error::from(errno),
         }),
     }
 }
@@ -886,9 +1134,18 @@ pub enum Removal {
     },
 }
 
-/// Whether a cgroup directory has processes: a non-empty `cgroup.procs`.
-fn has_processes(dir: &Path) -> bool {
-    match read_current(&dir.join("cgroup.procs")) {
+/// Whether the open cgroup directory `dir` has processes: a non-empty
+/// `cgroup.procs`.
+fn has_processes(dir: &OwnedFd) -> bool {
+    let Ok(fd) = nix::fcntl::openat(
+        dir,
+        "cgroup.procs",
+        OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return false;
+    };
+    match read_fd(fs::File::from(fd)) {
         Current::Value(text) => !text.trim().is_empty(),
         _ => false,
     }
@@ -897,50 +1154,105 @@ fn has_processes(dir: &Path) -> bool {
 /// Remove the cgroup `path` below `root` and its child cgroups, children
 /// first, once no process runs in them. On a cgroup2 mount a cgroup is one
 /// `rmdir` (the kernel's interface files go with it); in a stand-in
-/// directory the files written there are removed first. Symlinks are never
-/// followed.
+/// directory the files written there are removed first. Every step works
+/// on directories opened beneath the root without following a symlink; a
+/// symlink inside is unlinked, never followed.
 pub fn remove(root: &CgroupRoot, path: &CgroupPath) -> Result<Removal, CgroupError> {
-    let dir = path.dir_in(root.dir());
-    if !existing_dir(&dir)? {
-        return Ok(Removal::Removed);
-    }
-    remove_dir_tree(root.kind(), &dir)
-}
-
-fn remove_dir_tree(kind: RootKind, dir: &Path) -> Result<Removal, CgroupError> {
-    let fail = |source: io::Error| CgroupError::Remove {
-        path: dir.to_path_buf(),
-        source,
-    };
-    if has_processes(dir) {
-        return Ok(Removal::Busy {
-            dir: dir.to_path_buf(),
+    if path.depth() == 0 {
+        return Err(CgroupError::Root {
+            path: root.dir().to_path_buf(),
+            reason: "the cgroup root itself is never removed".to_string(),
         });
     }
-    let mut files = Vec::new();
-    for entry in fs::read_dir(dir).map_err(fail)? {
-        let entry = entry.map_err(fail)?;
-        let file_type = entry.file_type().map_err(fail)?;
-        if file_type.is_dir() {
-            if let Removal::Busy { dir } = remove_dir_tree(kind, &entry.path())? {
-                return Ok(Removal::Busy { dir });
+    let dir = path.dir_in(root.dir());
+    let (parent, name) = match parent_beneath(root, &dir) {
+        Ok(found) => found,
+        // A parent that is gone holds nothing to remove.
+        Err(CgroupError::Mkdir { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+            return Ok(Removal::Removed);
+        }
+        Err(e) => return Err(e),
+    };
+    remove_dir_tree(root.kind(), &parent, name, &dir)
+}
+
+fn remove_dir_tree(
+    kind: RootKind,
+    parent: &OwnedFd,
+    name: &std::ffi::OsStr,
+    shown: &Path,
+) -> Result<Removal, CgroupError> {
+    use nix::unistd::{UnlinkatFlags, unlinkat};
+    let fail = |source: io::Error| CgroupError::Remove {
+        path: shown.to_path_buf(),
+        source,
+    };
+    let dir = match nix::fcntl::openat(
+        parent,
+        name,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(nix::errno::Errno::ENOENT) => return Ok(Removal::Removed),
+        Err(nix::errno::Errno::ELOOP) => {
+            return Err(CgroupError::Symlink {
+                path: shown.to_path_buf(),
+            });
+        }
+        Err(errno) => return Err(fail(io::Error::from(errno))),
+    };
+    if has_processes(&dir) {
+        return Ok(Removal::Busy {
+            dir: shown.to_path_buf(),
+        });
+    }
+    let mut subdirs = Vec::new();
+    let mut others = Vec::new();
+    {
+        let listing = dir.try_clone().map_err(fail)?;
+        let mut listing = nix::dir::Dir::from_fd(listing).map_err(|e| fail(e.into()))?;
+        for entry in listing.iter() {
+            let entry = entry.map_err(|e| fail(e.into()))?;
+            let entry_name = std::ffi::OsStr::from_bytes(entry.file_name().to_bytes()).to_owned();
+            if entry_name == "." || entry_name == ".." {
+                continue;
             }
-        } else {
-            files.push(entry.path());
+            let stat = nix::sys::stat::fstatat(
+                &dir,
+                entry_name.as_os_str(),
+                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            )
+            .map_err(|e| fail(e.into()))?;
+            if stat.st_mode & nix::libc::S_IFMT == nix::libc::S_IFDIR {
+                subdirs.push(entry_name);
+            } else {
+                others.push(entry_name);
+            }
+        }
+    }
+    for sub in subdirs {
+        let removal = remove_dir_tree(kind, &dir, &sub, &shown.join(&sub))?;
+        if let Removal::Busy { .. } = removal {
+            return Ok(removal);
         }
     }
     if kind == RootKind::Directory {
-        for file in files {
-            fs::remove_file(&file).map_err(|source| CgroupError::Remove { path: file, source })?;
+        for file in others {
+            unlinkat(&dir, file.as_os_str(), UnlinkatFlags::NoRemoveDir).map_err(|e| {
+                CgroupError::Remove {
+                    path: shown.join(&file),
+                    source: e.into(),
+                }
+            })?;
         }
     }
-    match fs::remove_dir(dir) {
-        Ok(()) => Ok(Removal::Removed),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Removal::Removed),
+    match unlinkat(parent, name, UnlinkatFlags::RemoveDir) {
+        Ok(()) | Err(nix::errno::Errno::ENOENT) => Ok(Removal::Removed),
         // The kernel refuses with EBUSY while a process is (still) inside.
-        Err(e) if e.raw_os_error() == Some(nix::libc::EBUSY) => Ok(Removal::Busy {
-            dir: dir.to_path_buf(),
+        Err(nix::errno::Errno::EBUSY) => Ok(Removal::Busy {
+            dir: shown.to_path_buf(),
         }),
-        Err(e) => Err(fail(e)),
+        Err(errno) => Err(fail(errno.into())),
     }
 }

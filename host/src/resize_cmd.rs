@@ -107,7 +107,7 @@ pub fn resize(
                     .map(|(_, d)| d.clone())
                     .unwrap_or_default()
             };
-            Some(execute(&plan, &pod_dir, &lookup, &mut FsIo))
+            Some(execute(&plan, &pod_dir, &lookup, &mut FsIo { root }))
         }
         _ => None,
     };

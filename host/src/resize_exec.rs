@@ -168,21 +168,25 @@ fn stop(steps: Vec<StepReport>, outcome: Outcome) -> Execution {
     Execution { steps, outcome }
 }
 
-/// The real cgroup filesystem under a root directory.
-pub struct FsIo;
+/// The real cgroup filesystem under a root directory: every read and
+/// write goes through [`crate::cgroupfs`], resolved beneath the root, never
+/// through a symlink; files are never created (a resize changes the files a
+/// running pod's cgroups have).
+pub struct FsIo {
+    /// The cgroup root the pod's directories are below.
+    pub root: crate::cgroupfs::CgroupRoot,
+}
 
 impl CgroupIo for FsIo {
     fn read(&self, cgroup: &Path, file: &str) -> Result<Option<String>> {
-        let path = cgroup.join(file);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => Ok(Some(text.trim().to_string())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(anyhow::anyhow!("{}: {e}", path.display())),
-        }
+        crate::cgroupfs::read_file(&self.root, cgroup, file)
+            .map(|text| text.map(|t| t.trim().to_string()))
+            .map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     fn write(&mut self, cgroup: &Path, file: &str, value: &str) -> Result<()> {
-        let path = cgroup.join(file);
-        std::fs::write(&path, value).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+        crate::cgroupfs::validate_name("cgroup file name", file).map_err(|e| anyhow::anyhow!("{e}"))?;
+        crate::cgroupfs::write_file(&self.root, &cgroup.join(file), value, false)
+            .map_err(|e| anyhow::anyhow!("{e}"))
     }
 }
