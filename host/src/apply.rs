@@ -90,6 +90,11 @@ pub enum ApplyOutcome {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ChangeOut {
+    /// Whose change it is: `namespace/pod`, `node`, or `--pid`.
+    pub owner: String,
+    /// `planned` (dry run), `applied`, `failed` (this change stopped its
+    /// owner's writes), or `notRun` (after a failure of the same owner).
+    pub status: ChangeStatus,
     /// `mkdir` or `write`.
     pub action: String,
     /// Absolute path of the directory or file.
@@ -105,31 +110,66 @@ pub struct ChangeOut {
     pub new: Option<String>,
 }
 
-impl From<&Change> for ChangeOut {
-    fn from(change: &Change) -> Self {
-        match change {
-            Change::Mkdir { dir } => ChangeOut {
-                action: "mkdir".into(),
-                path: dir.display().to_string(),
-                old: None,
-                old_error: None,
-                new: None,
-            },
-            Change::Write { path, old, new, .. } => ChangeOut {
-                action: "write".into(),
-                path: path.display().to_string(),
-                old: match old {
+/// What happened to one planned change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ChangeStatus {
+    /// A dry run: not written.
+    Planned,
+    /// Written.
+    Applied,
+    /// Its write failed; its owner's later changes did not run.
+    Failed,
+    /// Not run because an earlier change of the same owner failed.
+    NotRun,
+}
+
+impl ChangeOut {
+    fn new(owner: &str, change: &Change, status: ChangeStatus) -> Self {
+        let (action, path, old, old_error, new) = match change {
+            Change::Mkdir { dir } => ("mkdir", dir.display().to_string(), None, None, None),
+            Change::Write { path, old, new, .. } => (
+                "write",
+                path.display().to_string(),
+                match old {
                     Current::Value(v) => Some(v.clone()),
                     _ => None,
                 },
-                old_error: match old {
+                match old {
                     Current::Unreadable(e) => Some(e.clone()),
                     _ => None,
                 },
-                new: Some(new.clone()),
-            },
+                Some(new.clone()),
+            ),
+        };
+        ChangeOut {
+            owner: owner.to_string(),
+            status,
+            action: action.into(),
+            path,
+            old,
+            old_error,
+            new,
         }
     }
+}
+
+/// What happened to one owner's cgroups (a pod, the node, the `--pid`s).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerResult {
+    /// `namespace/pod`, `node`, or `--pid`.
+    pub owner: String,
+    /// The pod's `metadata.uid` (pods only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// Whether every file of the owner holds its value (false on a dry run
+    /// with changes planned).
+    pub applied: bool,
+    /// Why not, when its planning or a write failed: nothing of it was
+    /// written after the failure, and the other owners went on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// A cgroup `apply` manages and whose it is.
@@ -151,11 +191,13 @@ pub struct ApplyReport {
     pub cgroup_root: String,
     /// The cgroups the pods and the node use.
     pub cgroups: Vec<CgroupOut>,
-    /// Every planned change, in write order.
+    /// Every planned change, in write order, with what happened to it.
     pub changes: Vec<ChangeOut>,
-    /// How many leading changes were applied.
+    /// How many changes were applied.
     pub applied: usize,
-    /// The failure that stopped the writes, if one did.
+    /// Per owner (the node, each pod, the `--pid`s): applied or failed, with why.
+    pub results: Vec<OwnerResult>,
+    /// The failures, one line per failed owner (also in `results`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Notes from the policy.
@@ -181,7 +223,7 @@ impl ApplyReport {
                 format!("write  {}  {old} -> {new}", c.path)
             }
         };
-        if total == 0 {
+        if total == 0 && self.error.is_none() {
             let _ = writeln!(
                 out,
                 "no changes: the cgroups under {} already hold every value",
@@ -196,17 +238,20 @@ impl ApplyReport {
             for c in &self.changes {
                 let _ = writeln!(out, "  {}", line(c));
             }
+            if let Some(error) = &self.error {
+                let _ = writeln!(out, "error: {error}");
+            }
         } else if let Some(error) = &self.error {
             let _ = writeln!(
                 out,
-                "applied {} of {total} change(s), then failed:",
+                "applied {} of {total} change(s); some owners failed:",
                 self.applied
             );
-            for (i, c) in self.changes.iter().enumerate() {
-                let mark = match i.cmp(&self.applied) {
-                    std::cmp::Ordering::Less => "  ",
-                    std::cmp::Ordering::Equal => "! ",
-                    std::cmp::Ordering::Greater => "- ",
+            for c in &self.changes {
+                let mark = match c.status {
+                    ChangeStatus::Applied | ChangeStatus::Planned => "  ",
+                    ChangeStatus::Failed => "! ",
+                    ChangeStatus::NotRun => "- ",
                 };
                 let _ = writeln!(out, "{mark}{}", line(c));
             }
@@ -509,8 +554,9 @@ fn find_container(assignment: &PidAssignment, pods: &[Explanation]) -> Result<(u
 /// which is reported in [`ApplyReport::error`] with the applied prefix.
 ///
 /// On a node whose resource managers place pods, `placement` admits the
-/// pods (see [`crate::explain_all`]) and, with `checkpoint_dir`, the new
-/// manager state is saved there first, so `apply` writes exactly the
+/// pods (see [`crate::explain_all`]) and, with `checkpoint_dir` (locked by
+/// the caller before it read the state), the new manager state is saved
+/// there first, so `apply` writes exactly the
 /// cpusets and quotas the agent and `admit` write for the same state.
 pub fn apply_pods(
     policy: &PolicyRuntime,
@@ -518,7 +564,7 @@ pub fn apply_pods(
     node: &NodeSettings,
     options: &ApplyOptions,
     mut placement: Option<&mut crate::Placement>,
-    checkpoint_dir: Option<&Path>,
+    checkpoint_dir: Option<&crate::state_dir::StateDir>,
 ) -> Result<ApplyOutcome> {
     if node.cgroup_version != CgroupVersion::V2 {
         bail!("apply writes cgroup v2 only; the node settings say cgroupVersion v1");
@@ -559,9 +605,67 @@ fn merge_extra(desired: &mut Vec<CgroupValues>, extra: &[CgroupValues]) {
     }
 }
 
+/// One owner's desired cgroups: the node's, one pod's, or the `--pid`
+/// files. Owners are planned and written one after the other, each on its
+/// own: a failure stops only its owner.
+struct Unit {
+    owner: String,
+    uid: Option<String>,
+    desired: Vec<CgroupValues>,
+    oom: Vec<Change>,
+    /// Why the owner cannot be planned at all (nothing of it is written).
+    error: Option<String>,
+}
+
+impl Unit {
+    fn new(owner: String, uid: Option<String>) -> Unit {
+        Unit {
+            owner,
+            uid,
+            desired: Vec::new(),
+            oom: Vec::new(),
+            error: None,
+        }
+    }
+
+    fn failed(owner: String, uid: Option<String>, error: String) -> Unit {
+        Unit {
+            error: Some(error),
+            ..Unit::new(owner, uid)
+        }
+    }
+}
+
+/// The cgroups of every pod of `report`, by pod uid, as [`apply_explained`]
+/// would write them (pod cgroup first): what the agent records as its own
+/// before it writes. A pod that cannot be planned is left out.
+pub fn pod_cgroup_paths(
+    docs: &[PodDocument],
+    report: &Report,
+    node: &NodeSettings,
+) -> BTreeMap<String, Vec<CgroupPath>> {
+    docs.iter()
+        .zip(&report.pods)
+        .filter_map(|(doc, explanation)| {
+            let pod = pod_cgroups(doc, explanation, node).ok()?;
+            let mut paths = vec![pod.pod.path];
+            paths.extend(pod.containers.into_iter().map(|(_, v)| v.path));
+            Some((doc.pod.uid.clone(), paths))
+        })
+        .collect()
+}
+
 /// Make the cgroup tree match an already explained set of pods (every pod
 /// in `report` admitted, in the order of `docs`), with `extra` files over
 /// the policy's (see [`merge_extra`]): what `apply` and the agent share.
+///
+/// The node's cgroups, each pod's and the `--pid` files are planned and
+/// written one owner after the other, each on its own: a pod that cannot be
+/// planned (a name the kernel refuses, a file the sanity checks refuse, a
+/// cgroup another pod maps to as well, a symlink on its path) or whose write
+/// fails is reported in [`ApplyReport::results`] with why, and the others
+/// are still written. Errors that concern the whole run (the root, the
+/// cgroup version) are returned.
 pub fn apply_explained(
     docs: &[PodDocument],
     report: &Report,
@@ -576,97 +680,262 @@ pub fn apply_explained(
     if report.any_rejected() {
         bail!("internal: apply_explained was given a rejected pod");
     }
-    let mut desired = Vec::new();
     let mut cgroups = Vec::new();
-    let mut uids = BTreeSet::new();
     let mut warnings = Vec::new();
+    let mut units: Vec<Unit> = Vec::new();
     let owner_dir = |path: &CgroupPath| path.dir_in(root.dir()).display().to_string();
-    for (doc, explanation) in docs.iter().zip(&report.pods) {
-        if !uids.insert(doc.pod.uid.as_str()) {
-            bail!(
-                "{}: metadata.uid `{}` is used by another pod too",
-                doc.origin,
-                doc.pod.uid.escape_debug()
-            );
+
+    // The node's cgroups.
+    let mut node_unit = Unit::new("node".to_string(), None);
+    let node_values = (|| -> Result<Vec<(String, CgroupValues)>> {
+        let mut out = Vec::new();
+        for (name, files) in &report.node.cgroups {
+            let Some(path) = node_cgroup(name, node, options)? else {
+                bail!("the policy names a node-level cgroup `{name}` that apply does not know");
+            };
+            let values = CgroupValues {
+                path,
+                files: file_values(files),
+            };
+            check_files(&format!("node cgroup {}", values.path), &values.files)?;
+            out.push((name.clone(), values));
         }
-        let pod = pod_cgroups(doc, explanation, node)
-            .with_context(|| format!("{} ({})", explanation.pod, doc.origin))?;
-        cgroups.push(CgroupOut {
-            owner: explanation.pod.clone(),
-            path: owner_dir(&pod.pod.path),
-        });
-        desired.push(pod.pod);
-        for (name, values) in pod.containers {
-            cgroups.push(CgroupOut {
-                owner: format!("{}/{name}", explanation.pod),
-                path: owner_dir(&values.path),
-            });
-            desired.push(values);
+        Ok(out)
+    })();
+    match node_values {
+        Ok(values) => {
+            for (name, values) in values {
+                cgroups.push(CgroupOut {
+                    owner: format!("node/{name}"),
+                    path: owner_dir(&values.path),
+                });
+                node_unit.desired.push(values);
+            }
         }
-        warnings.extend(
-            explanation
-                .warnings
-                .iter()
-                .map(|w| format!("{}: {w}", explanation.pod)),
-        );
-    }
-    for (name, files) in &report.node.cgroups {
-        let Some(path) = node_cgroup(name, node, options)? else {
-            bail!("the policy names a node-level cgroup `{name}` that apply does not know");
-        };
-        let values = CgroupValues {
-            path,
-            files: file_values(files),
-        };
-        check_files(&format!("node cgroup {}", values.path), &values.files)?;
-        cgroups.push(CgroupOut {
-            owner: format!("node/{name}"),
-            path: owner_dir(&values.path),
-        });
-        desired.push(values);
+        Err(e) => node_unit.error = Some(format!("{e:#}")),
     }
     warnings.extend(report.node.warnings.iter().cloned());
+    if !node_unit.desired.is_empty() || node_unit.error.is_some() {
+        units.push(node_unit);
+    }
 
+    // Each pod, on its own.
+    let mut uids = BTreeSet::new();
+    let mut claimed: BTreeMap<CgroupPath, usize> = BTreeMap::new();
+    let mut conflicts: BTreeMap<usize, String> = BTreeMap::new();
+    for (doc, explanation) in docs.iter().zip(&report.pods) {
+        let owner = explanation.pod.clone();
+        let uid = Some(doc.pod.uid.clone());
+        warnings.extend(explanation.warnings.iter().map(|w| format!("{owner}: {w}")));
+        if !uids.insert(doc.pod.uid.as_str()) {
+            units.push(Unit::failed(
+                owner,
+                uid,
+                format!(
+                    "{}: metadata.uid `{}` is used by another pod too",
+                    doc.origin,
+                    doc.pod.uid.escape_debug()
+                ),
+            ));
+            continue;
+        }
+        let pod = match pod_cgroups(doc, explanation, node) {
+            Ok(pod) => pod,
+            Err(e) => {
+                units.push(Unit::failed(owner, uid, format!("{} ({}): {e:#}", explanation.pod, doc.origin)));
+                continue;
+            }
+        };
+        let index = units.len();
+        let mut unit = Unit::new(owner.clone(), uid);
+        // Two pods whose cgroups are one directory (systemd turns `-`
+        // into `_`) would write over each other: both fail.
+        let mut paths = vec![pod.pod.path.clone()];
+        paths.extend(pod.containers.iter().map(|(_, v)| v.path.clone()));
+        for path in &paths {
+            if let Some(&other) = claimed.get(path) {
+                let text = |me: &str, them: &str| {
+                    format!("{me}: its cgroup {path} is also the cgroup of pod {them}; neither is written")
+                };
+                conflicts.insert(index, text(&owner, &units[other].owner));
+                conflicts.insert(other, text(&units[other].owner, &owner));
+            } else {
+                claimed.insert(path.clone(), index);
+            }
+        }
+        cgroups.push(CgroupOut {
+            owner: owner.clone(),
+            path: owner_dir(&pod.pod.path),
+        });
+        unit.desired.push(pod.pod);
+        for (name, values) in pod.containers {
+            cgroups.push(CgroupOut {
+                owner: format!("{owner}/{name}"),
+                path: owner_dir(&values.path),
+            });
+            unit.desired.push(values);
+        }
+        units.push(unit);
+    }
+    for (index, error) in conflicts {
+        units[index].error = Some(error);
+        units[index].desired.clear();
+    }
+
+    // The managers' files go to the pod whose cgroups they are in.
     for values in extra {
-        check_files(&format!("cgroup {}", values.path), &values.files)?;
-    }
-    merge_extra(&mut desired, extra);
-    let mut changes = cgroupfs::plan(&root, &desired)?;
-    let mut pids = BTreeSet::new();
-    for assignment in &options.pids {
-        if !pids.insert(assignment.pid) {
-            bail!("--pid: process {} is given twice", assignment.pid);
+        let owner = units.iter().position(|u| {
+            u.uid.is_some() && u.desired.first().is_some_and(|pod| values.path.lineage().contains(&pod.path))
+        });
+        let checked = check_files(&format!("cgroup {}", values.path), &values.files);
+        match (owner, checked) {
+            (Some(i), Ok(())) => merge_extra(&mut units[i].desired, std::slice::from_ref(values)),
+            (Some(i), Err(e)) => {
+                units[i].error = Some(format!("{}: {e:#}", units[i].owner));
+                units[i].desired.clear();
+            }
+            (None, Err(e)) => return Err(e),
+            (None, Ok(())) => bail!(
+                "internal: the managers' files for {} belong to no pod being applied",
+                values.path
+            ),
         }
-        let (pod_idx, container_idx) = find_container(assignment, &report.pods)?;
-        let value = report.pods[pod_idx].containers[container_idx].oom_score_adj;
-        if !(-1000..=1000).contains(&value) {
-            bail!(
-                "{}: the policy's oom_score_adj {value} is outside -1000..=1000",
-                assignment.container
-            );
-        }
-        changes.extend(cgroupfs::plan_oom_score_adj(
-            &options.proc_root,
-            assignment.pid,
-            value,
-        )?);
     }
 
-    let (applied, error) = if options.dry_run {
-        (0, None)
-    } else {
-        match cgroupfs::apply(&changes) {
-            Ok(()) => (changes.len(), None),
-            Err(e) => (e.applied, Some(e.error.to_string())),
+    // The `--pid` files.
+    if !options.pids.is_empty() {
+        let mut unit = Unit::new("--pid".to_string(), None);
+        let mut pids = BTreeSet::new();
+        for assignment in &options.pids {
+            if !pids.insert(assignment.pid) {
+                bail!("--pid: process {} is given twice", assignment.pid);
+            }
+            let (pod_idx, container_idx) = find_container(assignment, &report.pods)?;
+            let value = report.pods[pod_idx].containers[container_idx].oom_score_adj;
+            if !(-1000..=1000).contains(&value) {
+                bail!(
+                    "{}: the policy's oom_score_adj {value} is outside -1000..=1000",
+                    assignment.container
+                );
+            }
+            unit.oom.extend(cgroupfs::plan_oom_score_adj(
+                &options.proc_root,
+                assignment.pid,
+                value,
+            )?);
         }
-    };
+        units.push(unit);
+    }
+
+    let mut changes = Vec::new();
+    let mut results = Vec::new();
+    let mut applied_total = 0;
+    if options.dry_run {
+        // An owner that cannot be planned on its own fails alone.
+        for unit in units.iter_mut().filter(|u| u.error.is_none()) {
+            if let Err(e) = cgroupfs::plan(&root, &unit.desired) {
+                unit.error = Some(format!("{}: {e}", unit.owner));
+            }
+        }
+        // One plan over every owner that can be planned: what a run would
+        // write first (shared directories and controllers appear once).
+        let desired: Vec<CgroupValues> = units
+            .iter()
+            .filter(|u| u.error.is_none())
+            .flat_map(|u| u.desired.iter().cloned())
+            .collect();
+        let owners: Vec<(CgroupPath, String)> = units
+            .iter()
+            .filter(|u| u.error.is_none())
+            .flat_map(|u| u.desired.iter().map(|d| (d.path.clone(), u.owner.clone())))
+            .collect();
+        let owner_of = |path: &Path| -> String {
+            owners
+                .iter()
+                .filter(|(p, _)| path.starts_with(p.dir_in(root.dir())))
+                .max_by_key(|(p, _)| p.depth())
+                .map(|(_, o)| o.clone())
+                .unwrap_or_else(|| "node".to_string())
+        };
+        match cgroupfs::plan(&root, &desired) {
+            Ok(planned) => {
+                for change in &planned {
+                    let path = match change {
+                        Change::Mkdir { dir } => dir,
+                        Change::Write { path, .. } => path,
+                    };
+                    changes.push(ChangeOut::new(&owner_of(path), change, ChangeStatus::Planned));
+                }
+            }
+            Err(e) => bail!("{e}"),
+        }
+        for unit in &units {
+            for change in &unit.oom {
+                changes.push(ChangeOut::new(&unit.owner, change, ChangeStatus::Planned));
+            }
+            results.push(OwnerResult {
+                owner: unit.owner.clone(),
+                uid: unit.uid.clone(),
+                applied: false,
+                error: unit.error.clone(),
+            });
+        }
+    } else {
+        for unit in &units {
+            if let Some(error) = &unit.error {
+                results.push(OwnerResult {
+                    owner: unit.owner.clone(),
+                    uid: unit.uid.clone(),
+                    applied: false,
+                    error: Some(error.clone()),
+                });
+                continue;
+            }
+            let planned = match cgroupfs::plan(&root, &unit.desired) {
+                Ok(mut planned) => {
+                    planned.extend(unit.oom.iter().cloned());
+                    planned
+                }
+                Err(e) => {
+                    results.push(OwnerResult {
+                        owner: unit.owner.clone(),
+                        uid: unit.uid.clone(),
+                        applied: false,
+                        error: Some(format!("{}: {e}", unit.owner)),
+                    });
+                    continue;
+                }
+            };
+            let (applied, error) = match cgroupfs::apply(&root, &planned) {
+                Ok(()) => (planned.len(), None),
+                Err(e) => (e.applied, Some(e.error.to_string())),
+            };
+            applied_total += applied;
+            for (i, change) in planned.iter().enumerate() {
+                let status = match i.cmp(&applied) {
+                    std::cmp::Ordering::Less => ChangeStatus::Applied,
+                    std::cmp::Ordering::Equal if error.is_some() => ChangeStatus::Failed,
+                    _ => ChangeStatus::NotRun,
+                };
+                changes.push(ChangeOut::new(&unit.owner, change, status));
+            }
+            results.push(OwnerResult {
+                owner: unit.owner.clone(),
+                uid: unit.uid.clone(),
+                applied: error.is_none(),
+                error: error.map(|e| format!("{}: {e}", unit.owner)),
+            });
+        }
+    }
+    let failures: Vec<&str> = results.iter().filter_map(|r| r.error.as_deref()).collect();
     Ok(ApplyReport {
         dry_run: options.dry_run,
         cgroup_root: root.dir().display().to_string(),
         cgroups,
-        changes: changes.iter().map(ChangeOut::from).collect(),
-        applied,
-        error,
+        changes,
+        applied: applied_total,
+        error: (!failures.is_empty()).then(|| failures.join("; ")),
+        results,
         warnings,
     })
 }

@@ -678,6 +678,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             system_reserved_cgroup,
             output,
         } => {
+            // A run that saves manager state holds the state directory's
+            // lock from reading it to saving it (see podpolicy::state_dir).
+            let locked = match (state, *dry_run) {
+                (Some(dir), false) => Some(podpolicy::state_dir::StateDir::lock(
+                    dir,
+                    podpolicy::state_dir::DEFAULT_LOCK_WAIT,
+                )?),
+                _ => None,
+            };
             let (node, _, mut placement) =
                 node_and_placement(&policy, node, sysfs.as_deref(), state.as_deref())?;
             let docs = pods.read()?;
@@ -695,7 +704,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 &node,
                 &options,
                 placement.as_mut(),
-                state.as_deref(),
+                locked.as_ref(),
             )? {
                 apply::ApplyOutcome::Rejected(report) => {
                     print(*output, "ExplainReport", || report.to_table(), &report)?;
@@ -706,7 +715,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     print(*output, "ApplyReport", || report.to_table(), &report)?;
                     match &report.error {
                         Some(error) => anyhow::bail!(
-                            "{error}; {} of {} change(s) were applied before it",
+                            "{error}; {} of {} change(s) were applied (the other owners were written)",
                             report.applied,
                             report.changes.len()
                         ),
