@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::apply::{ApplyOptions, apply_explained};
@@ -32,6 +32,7 @@ use crate::output::{Explanation, Report};
 use crate::pod_input::PodDocument;
 use crate::policy_dir::{PolicyDirServer, ShadowReport};
 use crate::runtime::{Cache, Limits, PolicyRuntime};
+use crate::state_dir::{StateDir, crash_point};
 use crate::swap::{PolicySlot, short};
 use crate::{checkpoint, format_field_errors};
 
@@ -80,6 +81,26 @@ pub struct AgentState {
     pub pods: BTreeMap<String, AppliedPod>,
 }
 
+/// What identifies one version of a manifest file: inode, size, and
+/// modification and change times in nanoseconds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct FileSignature(u64, u64, i64, i64, i64, i64);
+
+impl FileSignature {
+    fn of(path: &Path) -> Option<FileSignature> {
+        use std::os::unix::fs::MetadataExt as _;
+        let m = std::fs::symlink_metadata(path).ok()?;
+        Some(FileSignature(
+            m.ino(),
+            m.size(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec(),
+        ))
+    }
+}
+
 /// What one reconcile pass did (also written to `agent_status.json`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -94,6 +115,9 @@ pub struct ReconcileReport {
     pub pods: usize,
     /// Pods whose cgroups match the policy's answer.
     pub applied: Vec<String>,
+    /// Pods whose cgroups could not be planned or written, with why (the
+    /// other pods were still written).
+    pub failed: Vec<String>,
     /// Pods the policy or the managers rejected, with why.
     pub rejected: Vec<String>,
     /// Pods or files that could not be evaluated (bad manifest, failed
@@ -119,6 +143,8 @@ struct Managers {
 /// The node agent.
 pub struct Agent {
     options: AgentOptions,
+    /// The state directory, locked for the agent's whole life.
+    state_dir: StateDir,
     slot: Arc<PolicySlot>,
     policy_dir: Option<PolicyDirServer>,
     metrics: Arc<Metrics>,
@@ -126,6 +152,17 @@ pub struct Agent {
     /// The last manifests of each file that parsed (a file caught half
     /// written keeps its previous pods instead of looking deleted).
     last_good: BTreeMap<PathBuf, Vec<PodDocument>>,
+    /// Files that dropped pods in the last pass, by content signature: the
+    /// drop is believed only when the next pass reads the same file again.
+    unsettled: BTreeMap<PathBuf, FileSignature>,
+    /// The last status written (unchanged passes write nothing).
+    last_status: Option<Vec<u8>>,
+    /// Whether the first pass (which also frees what a crash leaked) ran.
+    recovered: bool,
+    /// A manifest is unsettled: reconcile again soon, not at the resync.
+    recheck_soon: bool,
+    /// The files of the last commit (an unchanged pass commits nothing).
+    committed: Option<Vec<(&'static str, Vec<u8>)>>,
     managers: Option<Managers>,
     started: Instant,
     first_decision: Option<Duration>,
@@ -172,8 +209,8 @@ impl Agent {
         metrics: Arc<Metrics>,
         started: Instant,
     ) -> Result<Agent> {
-        std::fs::create_dir_all(&options.state_dir)
-            .with_context(|| format!("creating {}", options.state_dir.display()))?;
+        // One agent (or admit / release) per state directory at a time.
+        let state_dir = StateDir::lock(&options.state_dir, crate::state_dir::DEFAULT_LOCK_WAIT)?;
         let policy_dir = match &options.policy_dir {
             Some(dir) => Some(PolicyDirServer::start(
                 dir,
@@ -221,11 +258,17 @@ impl Agent {
         }
         Ok(Agent {
             options,
+            state_dir,
             slot,
             policy_dir,
             metrics,
             state,
             last_good: BTreeMap::new(),
+            unsettled: BTreeMap::new(),
+            last_status: None,
+            recovered: false,
+            recheck_soon: false,
+            committed: None,
             managers,
             started,
             first_decision: None,
@@ -243,8 +286,13 @@ impl Agent {
     }
 
     /// Read every manifest; a file that fails to parse keeps its last good
-    /// pods and is reported.
-    fn read_manifests(&mut self, errors: &mut Vec<String>) -> Result<Vec<PodDocument>> {
+    /// pods and is reported. A file that parses but no longer holds a pod it
+    /// held (a half-written file, a multi-document file cut at `---`) keeps
+    /// its last good pods until a pass reads it again unchanged: a pod goes
+    /// away only when its manifest is gone or a complete, stable file no
+    /// longer holds it. Returns the pods and whether a file is unsettled
+    /// (the caller reconciles again soon).
+    fn read_manifests(&mut self, errors: &mut Vec<String>) -> Result<(Vec<PodDocument>, bool)> {
         let dir = &self.options.pods_dir;
         let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
             .with_context(|| format!("reading the pods directory {}", dir.display()))?
@@ -252,13 +300,18 @@ impl Agent {
             .filter(|p| {
                 p.extension()
                     .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
-                    && p.is_file()
+                    && !p
+                        .file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                    && std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file())
             })
             .collect();
         files.sort();
         let present: BTreeSet<&PathBuf> = files.iter().collect();
         self.last_good.retain(|path, _| present.contains(path));
+        self.unsettled.retain(|path, _| present.contains(path));
         let mut docs = Vec::new();
+        let mut unsettled = false;
         for file in &files {
             // Static pod manifests, read as the kubelet reads them: unknown
             // fields are tolerated (a warning), and a pod gets the kubelet's
@@ -268,6 +321,7 @@ impl Agent {
                 unknown_fields: crate::pod_input::UnknownFields::Warn,
                 node_name: Some(self.options.node.name.clone()).filter(|n| !n.is_empty()),
             };
+            let signature = FileSignature::of(file);
             match crate::pod_input::read_pods_with(file, &options) {
                 Ok(read) => {
                     for warning in &read.warnings {
@@ -279,6 +333,30 @@ impl Agent {
                             doc.pod.uid = static_pod_uid(&doc.pod, &self.options.node.name);
                         }
                     }
+                    let uids: BTreeSet<&str> = pods.iter().map(|d| d.pod.uid.as_str()).collect();
+                    let drops = self.last_good.get(file).is_some_and(|before| {
+                        before.iter().any(|d| !uids.contains(d.pod.uid.as_str()))
+                    });
+                    let settled = signature.is_some()
+                        && signature == FileSignature::of(file)
+                        && self.unsettled.get(file) == signature.as_ref();
+                    if drops && !settled {
+                        // Believe the drop only if the next pass reads the
+                        // very same file.
+                        if let Some(signature) = signature {
+                            self.unsettled.insert(file.clone(), signature);
+                        }
+                        unsettled = true;
+                        let mut kept = self.last_good[file].clone();
+                        for doc in pods {
+                            if !kept.iter().any(|d| d.pod.uid == doc.pod.uid) {
+                                kept.push(doc);
+                            }
+                        }
+                        docs.extend(kept);
+                        continue;
+                    }
+                    self.unsettled.remove(file);
                     self.last_good.insert(file.clone(), pods.clone());
                     docs.extend(pods);
                 }
@@ -288,7 +366,7 @@ impl Agent {
                 }
             }
         }
-        Ok(docs)
+        Ok((docs, unsettled))
     }
 
     /// Handle the policy directory's requests and candidates once.
@@ -349,8 +427,12 @@ impl Agent {
             }
         };
         report.first_decision_ms = self.first_decision.map(|d| d.as_millis() as u64);
+        // The status is rewritten only when it says something new.
         let bytes = serde_json::to_vec_pretty(&report)?;
-        checkpoint::write_atomically(&self.options.state_dir.join("agent_status.json"), &bytes)?;
+        if self.last_status.as_ref() != Some(&bytes) {
+            checkpoint::write_atomically(&self.options.state_dir.join("agent_status.json"), &bytes)?;
+            self.last_status = Some(bytes);
+        }
         match error {
             Some(e) => Err(e),
             None => Ok(report),
@@ -367,7 +449,8 @@ impl Agent {
             policy_from_cache: policy.compiled_from_cache(),
             ..ReconcileReport::default()
         };
-        let docs = self.read_manifests(&mut report.errors)?;
+        let (docs, unsettled) = self.read_manifests(&mut report.errors)?;
+        self.recheck_soon = unsettled;
         report.pods = docs.len();
 
         // Evaluate each pod on its own.
@@ -419,13 +502,22 @@ impl Agent {
             }
         }
 
-        // The resource managers, for pods they have not admitted yet.
-        let mut extra = Vec::new();
-        if self.managers.is_some() {
-            admitted = self.admit_all(&policy, admitted, &mut report, &mut extra)?;
+        // The first pass frees manager state no recorded pod explains (a
+        // crash of an older version, or `admit` run on this directory).
+        if !self.recovered {
+            self.release_unrecorded(&policy, &present, &mut report)?;
+            self.recovered = true;
         }
 
-        // Node-level values over the admitted pods, then one plan.
+        // The resource managers, for pods they have not admitted yet: the
+        // new state is only committed below, with the agent state.
+        let mut extra = Vec::new();
+        let mut manager_state = self.managers.as_ref().map(|m| m.state.clone());
+        if self.managers.is_some() {
+            admitted = self.admit_all(&policy, admitted, &mut report, &mut extra, &mut manager_state)?;
+        }
+
+        // Node-level values over the admitted pods.
         let pods: Vec<Pod> = admitted.iter().map(|(_, _, p)| p.clone()).collect();
         let node_qos = match policy.node_cgroups(&pods, &node)? {
             Ok(values) => values,
@@ -439,35 +531,34 @@ impl Agent {
         let docs: Vec<PodDocument> = admitted.iter().map(|(d, _, _)| d.clone()).collect();
         let explanations: Vec<Explanation> = admitted.iter().map(|(_, e, _)| e.clone()).collect();
         let full = Report::new(explanations.clone(), &node.name, &node_qos);
-        let apply_options = ApplyOptions {
-            dry_run: false,
-            pids: Vec::new(),
-            ..self.options.apply.clone()
-        };
-        let applied = apply_explained(&docs, &full, &node, &apply_options, &extra)?;
-        report.writes = applied.applied;
-        self.metrics.cgroup_writes.inc_by(applied.applied as u64);
-        if let Some(error) = &applied.error {
-            report.errors.push(format!("writing cgroups: {error}"));
-        }
-        let root = CgroupRoot::open(&self.options.apply.cgroup_root)?;
+
+        // Intent first: every cgroup this pass may create is recorded as the
+        // pod's (with the cgroups recorded before, until they are removed)
+        // in the same commit as the managers' new state, before any write.
+        // A crash after it leaves nothing unowned; a crash before it, nothing
+        // changed.
+        let paths = crate::apply::pod_cgroup_paths(&docs, &full, &node);
+        let mut intended = self.state.clone();
         for (doc, explanation) in docs.iter().zip(&explanations) {
-            let cgroups: Vec<String> = applied
-                .cgroups
-                .iter()
-                .filter(|c| {
-                    c.owner == explanation.pod
-                        || c.owner.starts_with(&format!("{}/", explanation.pod))
-                })
-                .filter_map(|c| {
-                    Path::new(&c.path)
-                        .strip_prefix(root.dir())
-                        .ok()
-                        .map(|p| p.display().to_string())
-                })
-                .collect();
-            self.state.pods.insert(
-                doc.pod.uid.clone(),
+            let uid = &doc.pod.uid;
+            let mut cgroups: Vec<String> = paths
+                .get(uid)
+                .map(|p| p.iter().map(cgroup_text).collect())
+                .unwrap_or_default();
+            if let Some(before) = self.state.pods.get(uid) {
+                for old in &before.cgroups {
+                    if !cgroups.contains(old) {
+                        cgroups.push(old.clone());
+                    }
+                }
+            }
+            let managed = self
+                .managers
+                .as_ref()
+                .is_some_and(|m| m.admissions.contains_key(uid))
+                || self.state.pods.get(uid).is_some_and(|p| p.managed);
+            intended.pods.insert(
+                uid.clone(),
                 AppliedPod {
                     pod: explanation.pod.clone(),
                     cgroups,
@@ -476,13 +567,62 @@ impl Agent {
                         .iter()
                         .map(|c| c.name.clone())
                         .collect(),
-                    managed: self
-                        .managers
-                        .as_ref()
-                        .is_some_and(|m| m.admissions.contains_key(&doc.pod.uid)),
+                    managed,
                 },
             );
-            report.applied.push(explanation.pod.clone());
+        }
+        self.commit(&intended, manager_state.as_ref())?;
+        crash_point("agent: intent committed, cgroups not written");
+
+        // Then the writes: every owner (the node, each pod) on its own.
+        let apply_options = ApplyOptions {
+            dry_run: false,
+            pids: Vec::new(),
+            ..self.options.apply.clone()
+        };
+        let applied = apply_explained(&docs, &full, &node, &apply_options, &extra)?;
+        crash_point("agent: cgroups written");
+        report.writes = applied.applied;
+        self.metrics.cgroup_writes.inc_by(applied.applied as u64);
+        let root = CgroupRoot::open(&self.options.apply.cgroup_root)?;
+        for result in &applied.results {
+            match (&result.uid, &result.error) {
+                (Some(_), None) => report.applied.push(result.owner.clone()),
+                (Some(_), Some(error)) => report.failed.push(error.clone()),
+                (None, Some(error)) => report.errors.push(format!("writing cgroups: {error}")),
+                (None, None) => {}
+            }
+        }
+        // Cgroups a pod no longer uses (its QoS class changed): removed once
+        // empty, then forgotten.
+        for (uid, pod) in intended.pods.iter_mut() {
+            let Some(current) = paths.get(uid) else {
+                continue;
+            };
+            let current: Vec<String> = current.iter().map(cgroup_text).collect();
+            let mut stale: Vec<CgroupPath> = Vec::new();
+            for text in pod.cgroups.iter().filter(|c| !current.contains(c)) {
+                stale.push(CgroupPath::parse("agent_state.json cgroup", text)?);
+            }
+            stale.sort_by_key(|p| std::cmp::Reverse(p.depth()));
+            for path in stale {
+                match cgroupfs::remove(&root, &path) {
+                    Ok(Removal::Removed) => {
+                        let text = cgroup_text(&path);
+                        pod.cgroups.retain(|c| *c != text);
+                    }
+                    Ok(Removal::Busy { dir }) => report.removal_pending.push(format!(
+                        "{}: processes still run in {} (its old cgroup)",
+                        pod.pod,
+                        dir.display()
+                    )),
+                    Err(e) => report.errors.push(format!("{}: {e}", pod.pod)),
+                }
+            }
+        }
+        self.state = intended;
+        if let (Some(managers), Some(state)) = (self.managers.as_mut(), manager_state) {
+            managers.state = state;
         }
         self.update_memory_metrics(&root, &docs, &explanations);
 
@@ -497,8 +637,91 @@ impl Agent {
         for uid in gone {
             self.remove_pod(&policy, &root, &uid, &mut report)?;
         }
-        save_agent_state(&self.options.state_dir, &self.state)?;
+        let state = self.state.clone();
+        let manager_state = self.managers.as_ref().map(|m| m.state.clone());
+        self.commit(&state, manager_state.as_ref())?;
         Ok(report)
+    }
+
+    /// Commit the agent state and, with managers, their checkpoints, as one
+    /// step; nothing is written when neither changed.
+    fn commit(&mut self, state: &AgentState, managers: Option<&ManagerState>) -> Result<()> {
+        let mut files = vec![("agent_state.json", serde_json::to_vec_pretty(state)?)];
+        if let Some(managers) = managers {
+            files.extend(checkpoint::files(managers)?);
+        }
+        if self.committed.as_ref() == Some(&files) {
+            return Ok(());
+        }
+        self.state_dir
+            .commit(&files)
+            .context("committing the agent state and the manager checkpoints")?;
+        self.committed = Some(files);
+        Ok(())
+    }
+
+    /// Release the manager state of pods that no recorded pod and no
+    /// manifest explains (see [`Agent::reconcile_inner`]).
+    fn release_unrecorded(
+        &mut self,
+        policy: &PolicyRuntime,
+        present: &BTreeSet<String>,
+        report: &mut ReconcileReport,
+    ) -> Result<()> {
+        let Some(managers) = self.managers.as_mut() else {
+            return Ok(());
+        };
+        let mut holders: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let state = &managers.state;
+        for pod in &state.cpu.entries {
+            holders
+                .entry(pod.pod_uid.clone())
+                .or_default()
+                .extend(pod.containers.iter().map(|c| c.container.clone()));
+        }
+        for pod in &state.memory.entries {
+            holders
+                .entry(pod.pod_uid.clone())
+                .or_default()
+                .extend(pod.containers.iter().map(|c| c.container.clone()));
+        }
+        for uid in state.cpu.pod_entries.iter().map(|p| &p.pod_uid).chain(state.memory.pod_entries.iter().map(|p| &p.pod_uid)) {
+            holders.entry(uid.clone()).or_default();
+        }
+        let mut state = managers.state.clone();
+        for (uid, containers) in holders {
+            if present.contains(&uid) || self.state.pods.contains_key(&uid) {
+                continue;
+            }
+            for container in &containers {
+                state = match policy.release(&uid, container, &managers.topology, &state, &self.options.node)? {
+                    Ok(state) => state,
+                    Err(errors) => bail!("releasing {uid}/{container}: {}", format_field_errors(&errors)),
+                };
+            }
+            let still_held = state.cpu.pod_entries.iter().any(|p| p.pod_uid == uid)
+                || state.memory.pod_entries.iter().any(|p| p.pod_uid == uid)
+                || state.cpu.entries.iter().any(|p| p.pod_uid == uid)
+                || state.memory.entries.iter().any(|p| p.pod_uid == uid);
+            if still_held {
+                report.errors.push(format!(
+                    "pod uid {uid}: holds manager state that no manifest and no recorded pod explains, and no container of it is known to release it"
+                ));
+            } else {
+                tracing::warn!(uid = %uid, "released manager state no pod explains (left by a crash, or by admit on this state directory)");
+                report.removed.push(format!("uid {uid} (unrecorded manager state)"));
+            }
+        }
+        if state != managers.state {
+            let files = checkpoint::files(&state)?;
+            let mut all = vec![("agent_state.json", serde_json::to_vec_pretty(&self.state)?)];
+            all.extend(files);
+            self.state_dir
+                .commit(&all)
+                .context("committing the released manager state")?;
+            managers.state = state;
+        }
+        Ok(())
     }
 
     fn admit_all(
@@ -507,9 +730,10 @@ impl Agent {
         admitted: Vec<(PodDocument, Explanation, Pod)>,
         report: &mut ReconcileReport,
         extra: &mut Vec<CgroupValues>,
+        new_state: &mut Option<ManagerState>,
     ) -> Result<Vec<(PodDocument, Explanation, Pod)>> {
         let node = self.options.node.clone();
-        let Some(managers) = self.managers.as_mut() else {
+        let (Some(managers), Some(state)) = (self.managers.as_mut(), new_state.as_mut()) else {
             return Ok(admitted);
         };
         let mut kept = Vec::new();
@@ -517,7 +741,7 @@ impl Agent {
             let uid = pod.uid.clone();
             if !managers.admissions.contains_key(&uid) {
                 let began = Instant::now();
-                let answer = policy.admit(&pod, &managers.topology, &managers.state, &node);
+                let answer = policy.admit(&pod, &managers.topology, state, &node);
                 self.metrics
                     .admission_duration
                     .observe(began.elapsed().as_secs_f64());
@@ -540,24 +764,15 @@ impl Agent {
                     continue;
                 }
                 // Check the cpusets (non-empty, inside the topology) before
-                // the state that implies them is saved.
+                // the state that implies them is kept.
                 let qos = crate::output::qos_from_explanation(&explanation)?;
-                let values = match crate::admit::cpuset_values(
-                    &admission,
-                    &pod,
-                    qos,
-                    &node,
-                    &managers.topology,
-                ) {
-                    Ok(values) => values,
-                    Err(e) => {
-                        report.errors.push(format!("{}: {e:#}", explanation.pod));
-                        continue;
-                    }
-                };
-                checkpoint::save(&self.options.state_dir, &admission.state)
-                    .context("saving the manager checkpoints")?;
-                managers.state = admission.state.clone();
+                if let Err(e) =
+                    crate::admit::cpuset_values(&admission, &pod, qos, &node, &managers.topology)
+                {
+                    report.errors.push(format!("{}: {e:#}", explanation.pod));
+                    continue;
+                }
+                *state = admission.state.clone();
                 let source = if admission.assignment.pod_cpuset.is_some() {
                     "pod"
                 } else {
@@ -592,7 +807,6 @@ impl Agent {
                         })
                         .inc();
                 }
-                drop(values);
                 managers.admissions.insert(uid.clone(), admission);
             }
             kept.push((doc, explanation, pod));
@@ -602,7 +816,7 @@ impl Agent {
         // the node's current shared pool, as `apply` and `explain` compute it.
         let mut placed = Vec::new();
         for (doc, explanation, pod) in kept {
-            let answer = policy.admit(&pod, &managers.topology, &managers.state, &node);
+            let answer = policy.admit(&pod, &managers.topology, state, &node);
             let Some(admission) = admission_or_report(answer, &explanation.pod, report) else {
                 continue;
             };
@@ -708,6 +922,11 @@ impl Agent {
         }
     }
 
+    /// Remove a pod gone from the manifests: its cgroups (children first,
+    /// never while a process runs in them), then its manager state, in
+    /// memory; the caller commits the agent state and the checkpoints
+    /// together. A crash in between leaves the pod recorded, and the next
+    /// pass removes it again (a missing cgroup counts as removed).
     fn remove_pod(
         &mut self,
         policy: &PolicyRuntime,
@@ -727,7 +946,7 @@ impl Agent {
         paths.sort_by_key(|p| std::cmp::Reverse(p.depth()));
         for path in &paths {
             match cgroupfs::remove(root, path)? {
-                Removal::Removed => {}
+                Removal::Removed => crash_point("agent: a removed pod's cgroup is gone"),
                 Removal::Busy { dir } => {
                     report.removal_pending.push(format!(
                         "{}: processes still run in {}",
@@ -760,8 +979,6 @@ impl Agent {
                     }
                 };
             }
-            checkpoint::save(&self.options.state_dir, &state)
-                .context("saving the manager checkpoints")?;
             managers.state = state;
             managers.admissions.remove(uid);
         }
@@ -777,8 +994,10 @@ impl Agent {
         let (tx, rx) = mpsc::channel::<()>();
         let mut watcher = {
             let tx = tx.clone();
-            notify::recommended_watcher(move |_event: notify::Result<notify::Event>| {
-                let _ = tx.send(());
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                if event.is_ok_and(|e| is_change(&e.kind)) {
+                    let _ = tx.send(());
+                }
             })
             .context("starting the file watcher")?
         };
@@ -809,8 +1028,14 @@ impl Agent {
                 // A new version decides again at once.
                 self.reconcile_and_log();
             }
-            // Wait for a change, then let a burst of events settle.
-            if rx.recv_timeout(self.options.resync).is_ok() {
+            // Wait for a change, then let a burst of events settle. A
+            // manifest read mid-write is read again soon.
+            let wait = if self.recheck_soon {
+                self.options.resync.min(UNSETTLED_RECHECK)
+            } else {
+                self.options.resync
+            };
+            if rx.recv_timeout(wait).is_ok() {
                 std::thread::sleep(Duration::from_millis(50));
                 while rx.try_recv().is_ok() {}
             }
@@ -829,9 +1054,31 @@ impl Agent {
     }
 }
 
+/// How soon a pass reads a manifest again that looked cut short.
+const UNSETTLED_RECHECK: Duration = Duration::from_millis(250);
+
+/// Whether a watch event is a change of content or of the directory: the
+/// agent's own reads (open, access, close without write) are not, or it
+/// would wake itself.
+fn is_change(kind: &notify::EventKind) -> bool {
+    use notify::EventKind;
+    use notify::event::{AccessKind, AccessMode, ModifyKind};
+    match kind {
+        EventKind::Create(_) | EventKind::Remove(_) => true,
+        // Access times (a read under relatime) and modes say nothing new.
+        EventKind::Modify(ModifyKind::Metadata(_)) => false,
+        EventKind::Modify(_) => true,
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) | EventKind::Any | EventKind::Other => false,
+    }
+}
+
 fn log_report(report: &ReconcileReport) {
     for e in &report.errors {
         tracing::error!("{e}");
+    }
+    for f in &report.failed {
+        tracing::error!("not applied: {f}");
     }
     for r in &report.rejected {
         tracing::warn!("rejected: {r}");
@@ -880,21 +1127,20 @@ pub fn read_memory_events(path: &Path) -> BTreeMap<String, u64> {
         .collect()
 }
 
+/// A cgroup as `agent_state.json` records it: relative to the root.
+fn cgroup_text(path: &CgroupPath) -> String {
+    path.components().join("/")
+}
+
 fn read_agent_state(dir: &Path) -> Result<AgentState> {
     let path = dir.join("agent_state.json");
-    match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).with_context(|| {
+    match crate::state_dir::read_file(dir, "agent_state.json")? {
+        Some(bytes) => serde_json::from_slice(&bytes).with_context(|| {
             format!(
                 "{}: not an agent state file (move it away to start fresh)",
                 path.display()
             )
         }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(AgentState::default()),
-        Err(e) => Err(anyhow!("reading {}: {e}", path.display())),
+        None => Ok(AgentState::default()),
     }
-}
-
-fn save_agent_state(dir: &Path, state: &AgentState) -> Result<()> {
-    let bytes = serde_json::to_vec_pretty(state)?;
-    checkpoint::write_atomically(&dir.join("agent_state.json"), &bytes)
 }
