@@ -54,6 +54,7 @@ pub mod memory_qos;
 pub mod model;
 pub mod node;
 pub mod node_cgroups;
+pub mod object_meta;
 pub mod oom;
 pub mod placement;
 pub mod qos;

@@ -29,6 +29,13 @@ fn invalid(field: String, value: &Quantity, message: String) -> FieldError {
 /// Validate a pod as the API server would (after defaulting) and as the
 /// kubelet would admit it on `node`.
 pub fn validate_pod(input: &wit::Pod, node: &NodeConfig) -> Vec<FieldError> {
+    let mut errors = crate::object_meta::validate_object_meta(input);
+    errors.extend(validate_pod_resources(input, node));
+    errors
+}
+
+/// The resources part of [`validate_pod`].
+fn validate_pod_resources(input: &wit::Pod, node: &NodeConfig) -> Vec<FieldError> {
     let gates = &node.gates;
     let defaulted = match default_pod(input, gates) {
         Ok(d) => d.pod,
