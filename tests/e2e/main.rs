@@ -36,6 +36,7 @@ mod hostile_policy;
 mod kubelet_parity;
 mod managers;
 mod memory_qos;
+mod node_faults;
 mod node_inputs;
 mod node_state;
 mod outputs;
