@@ -594,7 +594,7 @@ pub fn plan(
     // changes; it gets no in-place writes.
     let restarts: Vec<Option<&'static str>> = containers
         .iter()
-        .map(|c| restart_for(c.old, c.new))
+        .map(|c| restart_for(&current_pod, c.old, &desired_pod, c.new))
         .collect();
     // Memory QoS off on cgroup v2: a lowered or raised memory limit also
     // resets a memory.high left from when it was on (kubernetes PR 139377).
@@ -793,11 +793,15 @@ fn requirements_to_wit(r: &crate::model::Requirements) -> wit::ResourceRequireme
 }
 
 /// The (request, limit) pair of a resource as `computePodResizeAction`
-/// compares it: bytes for memory, millicores for cpu, 0 when unset. The
-/// container's own values only: a pod-level change restarts no container
-/// (test/e2e/common/node/pod_level_resources_resize.go expects no restart
-/// when only pod-level resources change, whatever the containers' policies).
-fn compared(c: &Container, resource: &str) -> (i64, i64) {
+/// compares it: bytes for memory, millicores for cpu, 0 when unset. A
+/// container that sets neither a request nor a limit for the resource runs
+/// on the pod-level values, so those are its pair: a pod-level change
+/// restarts it when its policy says RestartContainer
+/// (test/e2e/common/node/pod_level_resources_resize.go @ 019cac28 expects
+/// the restart of such containers, sidecars included, when only the
+/// pod-level value changes; a container with values of its own is not
+/// restarted by a pod-level change).
+fn compared(pod: &Pod, c: &Container, resource: &str) -> (i64, i64) {
     let units = |q: Option<&crate::quantity::Quantity>| {
         q.map_or(0, |q| {
             if resource == "cpu" {
@@ -807,17 +811,30 @@ fn compared(c: &Container, resource: &str) -> (i64, i64) {
             }
         })
     };
-    (
-        units(c.resources.requests().get(resource)),
-        units(c.resources.limits().get(resource)),
-    )
+    let (requests, limits) = (c.resources.requests(), c.resources.limits());
+    if !requests.contains_key(resource)
+        && !limits.contains_key(resource)
+        && let Some(pod_level) = &pod.resources
+    {
+        return (
+            units(pod_level.requests().get(resource)),
+            units(pod_level.limits().get(resource)),
+        );
+    }
+    (units(requests.get(resource)), units(limits.get(resource)))
 }
 
 /// The resource (memory before cpu) whose change makes the container
 /// restart under its resize policy, if any.
-fn restart_for(old: &Container, new: &Container) -> Option<&'static str> {
+fn restart_for(
+    current: &Pod,
+    old: &Container,
+    desired: &Pod,
+    new: &Container,
+) -> Option<&'static str> {
     ["memory", "cpu"].into_iter().find(|resource| {
-        restarts_on(new, resource) && compared(old, resource) != compared(new, resource)
+        restarts_on(new, resource)
+            && compared(current, old, resource) != compared(desired, new, resource)
     })
 }
 
