@@ -330,6 +330,38 @@ fn exclusive_cpus(pod: &Pod, c: &Container, gates: &FeatureGates) -> bool {
             .is_some_and(|q| !q.is_zero() && q.milli_value() % 1000 == 0)
 }
 
+/// The API server's `PodResizeValidator` admission plugin
+/// (plugin/pkg/admission/podresize): a resize whose pod requests
+/// (`PodRequests` with no options: overhead and pod-level values included)
+/// exceed the node's allocatable cpu or memory is refused with Forbidden
+/// (cause NodeCapacity) before the kubelet sees it.
+fn exceeds_node_allocatable(desired: &Pod, node: &NodeConfig) -> Option<FieldError> {
+    let requests = resources::pod_requests(desired, &resources::Options::default(), &node.gates);
+    let mut over = Vec::new();
+    for resource in RESIZABLE {
+        let want = requests.get(resource).copied().unwrap_or_default();
+        let have = node.allocatable.get(resource).copied().unwrap_or_default();
+        if want > have {
+            let (want, have) = match resource {
+                "cpu" => (want.milli_value(), have.milli_value()),
+                _ => (want.value(), have.value()),
+            };
+            over.push(format!(
+                "{resource}, requested: {want}, allocatable: {have}"
+            ));
+        }
+    }
+    (!over.is_empty()).then(|| {
+        forbidden(
+            "",
+            &format!(
+                "node didn't have enough allocatable resources: {}",
+                over.join("; ")
+            ),
+        )
+    })
+}
+
 /// The fit check: Infeasible beyond allocatable, Deferred beyond what the
 /// other pods leave free (pod overhead included, as the kubelet adds it).
 fn fit(desired: &Pod, others: &ResourceMap, node: &NodeConfig) -> (ResizeDecision, String) {
@@ -566,6 +598,13 @@ pub fn plan(
             .collect::<Vec<_>>()
             .join("; ");
         return Ok(rejected(ResizeDecision::Invalid, message, problems));
+    }
+    if let Some(error) = exceeds_node_allocatable(&desired_pod, &node) {
+        return Ok(rejected(
+            ResizeDecision::Invalid,
+            error.message.clone(),
+            vec![error],
+        ));
     }
     if let Some(message) = infeasible_with_managers(&current_pod, &node) {
         return Ok(rejected(ResizeDecision::Infeasible, message, Vec::new()));
