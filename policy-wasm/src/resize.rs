@@ -142,12 +142,12 @@ fn validate_api(current: &Pod, desired: &Pod, gates: &FeatureGates) -> Vec<Field
                 "only cpu and memory resources are mutable at pod-level",
             ));
         }
-    }
-    if !current.status.claims.is_empty() {
-        errors.push(forbidden(
-            "spec",
-            "pods with node allocatable resource claims cannot be resized",
-        ));
+        if gates.dra_node_allocatable_resources
+            && !desired.status.claims.is_empty()
+            && let Some(message) = dra_not_covered(desired)
+        {
+            errors.push(field_error("spec.resources", ErrorReason::Invalid, message));
+        }
     }
 
     let before = errors.len();
@@ -224,6 +224,63 @@ fn validate_api(current: &Pod, desired: &Pod, gates: &FeatureGates) -> Vec<Field
         ));
     }
     errors
+}
+
+/// `validatePodLevelResourcesCoverDRA`: the pod-level requests must cover
+/// the containers' aggregate plus the node-allocatable DRA claims, a
+/// pod-level hugepages limit the aggregate limits plus the claims, and each
+/// pod-level limit every regular container's own limit plus that
+/// container's DRA share. The first shortfall, in resource-name order.
+fn dra_not_covered(pod: &Pod) -> Option<String> {
+    let pod_resources = pod.resources.as_ref()?;
+    let options = resources::Options {
+        skip_pod_level_resources: true,
+        ..resources::Options::default()
+    };
+    let dra = resources::dra_claim_resources(pod);
+    if !pod_resources.requests().is_empty() {
+        let mut aggregate = resources::aggregate_container_requests(pod, &options);
+        resources::add_all(&mut aggregate, &dra);
+        for (name, request) in pod_resources.requests() {
+            if resources::is_supported_pod_level_resource(name)
+                && aggregate.get(name).is_some_and(|total| total > request)
+            {
+                return Some(format!(
+                    "pod level request for {name} is insufficient to cover the aggregated container and node-allocatable DRA requests"
+                ));
+            }
+        }
+    }
+    let limits = pod_resources.limits();
+    if !limits.is_empty() {
+        let mut aggregate = resources::aggregate_container_limits(pod, &options);
+        resources::add_all(&mut aggregate, &dra);
+        for (name, total) in aggregate.iter().filter(|(n, _)| resources::is_hugepages(n)) {
+            if limits.get(name).is_some_and(|limit| total > limit) {
+                return Some(format!(
+                    "pod level limit for {name} is insufficient to cover the aggregated container and node-allocatable DRA limits"
+                ));
+            }
+        }
+        for c in &pod.containers {
+            for (name, own) in c.resources.limits() {
+                if resources::is_hugepages(name) {
+                    continue;
+                }
+                let Some(limit) = limits.get(name) else {
+                    continue;
+                };
+                let share = resources::dra_container_share(pod, &c.name, name);
+                if own.saturating_add(share) > *limit {
+                    return Some(format!(
+                        "pod level limit for {name} is insufficient to cover the limit and DRA overhead for container {}",
+                        c.name
+                    ));
+                }
+            }
+        }
+    }
+    None
 }
 
 /// `validatePodResizeContainerOrdering`.
