@@ -391,13 +391,18 @@ fn exclusive_cpus(pod: &Pod, c: &Container, gates: &FeatureGates) -> bool {
 /// (plugin/pkg/admission/podresize): a resize whose pod requests
 /// (`PodRequests` with no options: overhead and pod-level values included)
 /// exceed the node's allocatable cpu or memory is refused with Forbidden
-/// (cause NodeCapacity) before the kubelet sees it.
+/// (cause NodeCapacity) before the kubelet sees it. A node that reports no
+/// allocatable amount of a resource (node settings without a capacity, as
+/// the webhook judges resizes without the pod's node) is not checked for
+/// it; a real node always reports cpu and memory.
 fn exceeds_node_allocatable(desired: &Pod, node: &NodeConfig) -> Option<FieldError> {
     let requests = resources::pod_requests(desired, &resources::Options::default(), &node.gates);
     let mut over = Vec::new();
     for resource in RESIZABLE {
+        let Some(&have) = node.allocatable.get(resource) else {
+            continue;
+        };
         let want = requests.get(resource).copied().unwrap_or_default();
-        let have = node.allocatable.get(resource).copied().unwrap_or_default();
         if want > have {
             let (want, have) = match resource {
                 "cpu" => (want.milli_value(), have.milli_value()),
