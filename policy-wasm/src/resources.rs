@@ -268,8 +268,9 @@ pub fn dra_claim_resources(pod: &Pod) -> ResourceMap {
     total
 }
 
-/// The DRA memory share of one container: for each claim listing it, its
-/// share of the mapping and per-pod overhead plus the per-container overhead.
+/// The DRA share of one container (`GetContainerDRAAllocations`): for each
+/// claim listing it, its share of the mapping and per-pod overhead plus the
+/// per-container overhead.
 pub fn dra_container_share(pod: &Pod, container: &str, resource: &str) -> Quantity {
     let mut share = Quantity::ZERO;
     for claim in &pod.status.claims {
@@ -279,7 +280,13 @@ pub fn dra_container_share(pod: &Pod, container: &str, resource: &str) -> Quanti
         }
         let shared = [claim.mapping.get(resource), claim.per_pod.get(resource)];
         for q in shared.into_iter().flatten() {
-            share = share.saturating_add(Quantity::from_value(q.value() / refs, q.format()));
+            // cpu divides in millicores, other resources in whole units.
+            let part = if resource == "cpu" {
+                Quantity::from_milli(q.milli_value() / refs, q.format())
+            } else {
+                Quantity::from_value(q.value() / refs, q.format())
+            };
+            share = share.saturating_add(part);
         }
         if let Some(q) = claim.per_container.get(resource) {
             share = share.saturating_add(*q);

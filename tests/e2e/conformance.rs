@@ -131,49 +131,7 @@ fn every_shared_file_runs_through_the_runner() {
 /// tests/vectors/upstream/README.md, "Known failures"). Kept failing on
 /// purpose: the expected values are upstream's. When the policy is fixed,
 /// the case passes and must be removed from this list.
-const UPSTREAM_KNOWN_FAILURES: &[&str] = &[
-    "node/pod_resize.go scheduler TEST3: resize pod1 to twice the node allocatable CPU is refused",
-    "pod_level_resources_resize.go PLR guaranteed qos [no restart] resizing pod-level cpu: resize",
-    "pod_level_resources_resize.go PLR guaranteed qos [no restart] resizing pod-level cpu: rollback",
-    "pod_level_resources_resize.go PLR guaranteed qos [no restart] resizing pod-level mem: rollback",
-    "pod_level_resources_resize.go PLR guaranteed qos [no restart] resizing pod-level cpu & mem in the same direction: rollback",
-    "pod_level_resources_resize.go PLR guaranteed qos [no restart] resizing pod-level cpu & mem in opposite directions: resize",
-    "pod_level_resources_resize.go PLR guaranteed qos [no restart] resizing pod-level cpu & mem in opposite directions: rollback",
-    "pod_level_resources_resize.go PLR guaranteed qos [no restart + resize initContainers] resizing pod-level cpu: resize",
-    "pod_level_resources_resize.go PLR guaranteed qos [no restart + resize initContainers] resizing pod-level cpu: rollback",
-    "pod_level_resources_resize.go PLR guaranteed qos [no restart + resize initContainers] resizing pod-level mem: rollback",
-    "pod_level_resources_resize.go PLR guaranteed qos [no restart + resize initContainers] resizing pod-level cpu & mem in the same direction: rollback",
-    "pod_level_resources_resize.go PLR guaranteed qos [no restart + resize initContainers] resizing pod-level cpu & mem in opposite directions: resize",
-    "pod_level_resources_resize.go PLR guaranteed qos [no restart + resize initContainers] resizing pod-level cpu & mem in opposite directions: rollback",
-    "pod_level_resources_resize.go PLR guaranteed qos [mem restart] resizing pod-level cpu: resize",
-    "pod_level_resources_resize.go PLR guaranteed qos [mem restart] resizing pod-level cpu: rollback",
-    "pod_level_resources_resize.go PLR guaranteed qos [mem restart] resizing pod-level mem: rollback",
-    "pod_level_resources_resize.go PLR guaranteed qos [mem restart] resizing pod-level cpu & mem in the same direction: rollback",
-    "pod_level_resources_resize.go PLR guaranteed qos [mem restart] resizing pod-level cpu & mem in opposite directions: resize",
-    "pod_level_resources_resize.go PLR guaranteed qos [mem restart] resizing pod-level cpu & mem in opposite directions: rollback",
-    "pod_level_resources_resize.go PLR guaranteed qos [cpu restart] resizing pod-level cpu: resize",
-    "pod_level_resources_resize.go PLR guaranteed qos [cpu restart] resizing pod-level cpu: rollback",
-    "pod_level_resources_resize.go PLR guaranteed qos [cpu restart] resizing pod-level mem: rollback",
-    "pod_level_resources_resize.go PLR guaranteed qos [cpu restart] resizing pod-level cpu & mem in the same direction: rollback",
-    "pod_level_resources_resize.go PLR guaranteed qos [cpu restart] resizing pod-level cpu & mem in opposite directions: resize",
-    "pod_level_resources_resize.go PLR guaranteed qos [cpu restart] resizing pod-level cpu & mem in opposite directions: rollback",
-    "pod_level_resources_resize.go PLR guaranteed qos [cpu & mem restart] resizing pod-level cpu: resize",
-    "pod_level_resources_resize.go PLR guaranteed qos [cpu & mem restart] resizing pod-level cpu: rollback",
-    "pod_level_resources_resize.go PLR guaranteed qos [cpu & mem restart] resizing pod-level mem: rollback",
-    "pod_level_resources_resize.go PLR guaranteed qos [cpu & mem restart] resizing pod-level cpu & mem in the same direction: rollback",
-    "pod_level_resources_resize.go PLR guaranteed qos [cpu & mem restart] resizing pod-level cpu & mem in opposite directions: resize",
-    "pod_level_resources_resize.go PLR guaranteed qos [cpu & mem restart] resizing pod-level cpu & mem in opposite directions: rollback",
-    "pod_level_resources_resize.go PLR guaranteed qos [cpu & mem restart + resize initContainers] resizing pod-level cpu: resize",
-    "pod_level_resources_resize.go PLR guaranteed qos [cpu & mem restart + resize initContainers] resizing pod-level cpu: rollback",
-    "pod_level_resources_resize.go PLR guaranteed qos [cpu & mem restart + resize initContainers] resizing pod-level mem: rollback",
-    "pod_level_resources_resize.go PLR guaranteed qos [cpu & mem restart + resize initContainers] resizing pod-level cpu & mem in the same direction: rollback",
-    "pod_level_resources_resize.go PLR guaranteed qos [cpu & mem restart + resize initContainers] resizing pod-level cpu & mem in opposite directions: resize",
-    "pod_level_resources_resize.go PLR guaranteed qos [cpu & mem restart + resize initContainers] resizing pod-level cpu & mem in opposite directions: rollback",
-    "validation_test.go TestValidatePodResize/non-sidecar init container: Pod QoS unchanged, burstable -> burstable, remove cpu and memory requests",
-    "validation_test.go TestValidatePodResize/storage limit change for sidecar containers",
-    "validation_test.go TestValidatePodResize/storage request change for sidecar containers",
-    "validation_test.go TestValidatePodResize/change sidecar container resize restart policy",
-];
+const UPSTREAM_KNOWN_FAILURES: &[&str] = &[];
 
 #[test]
 fn upstream_corpus() {
@@ -238,7 +196,7 @@ fn upstream_corpus() {
         fixed.join("\n")
     );
     assert_eq!(total.failed, UPSTREAM_KNOWN_FAILURES.len(), "{total}");
-    assert_eq!(total.passed + total.failed, 656, "{total}");
+    assert_eq!(total.passed + total.failed, 682, "{total}");
 }
 
 // ----------------------------------------------------------------------
