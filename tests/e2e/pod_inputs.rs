@@ -769,12 +769,24 @@ fn explain_reads_a_directory() {
     assert_eq!(pods, ["monitoring/node-exporter", "default/pi", "data/db"]);
 }
 
+/// The `podpolicy` binary under a 2 GiB data limit (`ulimit -d`): a build
+/// that reads `/dev/zero` without bound fails an allocation there instead
+/// of taking the machine's memory.
+pub(crate) fn podpolicy_command() -> std::process::Command {
+    let mut command = std::process::Command::new("sh");
+    command
+        .arg("-c")
+        .arg("ulimit -d 2097152 && exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_podpolicy"));
+    command
+}
+
 /// Run `podpolicy`, killed after `limit`: an input that blocks or never
 /// ends fails the test instead of hanging it.
 pub(crate) fn podpolicy_within(args: &[&str], limit: std::time::Duration) -> (i32, String, String) {
     use std::io::Read as _;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_podpolicy"))
+    use std::process::Stdio;
+    let mut child = podpolicy_command()
         .args(args)
         .env("PODPOLICY_CACHE_DIR", crate::util::cache_dir())
         .current_dir(workspace())

@@ -357,12 +357,17 @@ fn the_agent_reconciles_while_the_policy_directory_holds_a_fifo_and_a_link_to_de
     nix::unistd::mkfifo(&dir.join("fifo.wasm"), nix::sys::stat::Mode::S_IRWXU).unwrap();
     std::os::unix::fs::symlink("/dev/zero", dir.join("zero.wasm")).unwrap();
     std::fs::create_dir_all(dir.join("requests")).unwrap();
-    std::fs::write(
-        dir.join("requests/000000000000000000000001-1-activate-zero.wasm"),
-        "zero.wasm",
-    )
-    .unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_podpolicy"))
+    // Activations of both: a plain read blocks on the FIFO for ever, and
+    // reads /dev/zero until memory runs out (bounded here by the
+    // command's data limit).
+    for (n, file) in [(1, "fifo.wasm"), (2, "zero.wasm")] {
+        std::fs::write(
+            dir.join(format!("requests/{n:024}-1-activate-{file}")),
+            file,
+        )
+        .unwrap();
+    }
+    let mut child = crate::pod_inputs::podpolicy_command()
         .current_dir(crate::util::workspace())
         .env("PODPOLICY_CACHE_DIR", cache_dir())
         .args([
