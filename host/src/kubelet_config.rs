@@ -262,7 +262,7 @@ pub struct ReservedMemory {
 /// messages) and the parsed configuration; the field names are checked by
 /// [`KubeletConfig::apply`].
 pub fn read_kubelet_config(path: &Path) -> Result<(String, KubeletConfig)> {
-    let (origin, text) = read_input(path)?;
+    let (origin, text) = read_input(path, "KubeletConfiguration")?;
     let config = parse_kubelet_config(&origin, &text)?;
     Ok((origin, config))
 }

@@ -67,6 +67,7 @@ pub mod bindings {
 pub mod admit;
 pub mod agent;
 pub mod apply;
+pub mod bounded_read;
 pub mod cgroupfs;
 pub mod checkpoint;
 pub mod conformance;

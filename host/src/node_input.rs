@@ -31,9 +31,14 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::bindings as wit;
+use crate::bounded_read::read_regular_file_to_string;
 use crate::kubelet_config::read_kubelet_config;
 pub use crate::kubelet_config::{KubeletConfig, ReservedMemory};
 use crate::pod_input::{parse_documents, read_input};
+
+/// The most read from a `/proc` file (they report no size; `meminfo` is a
+/// few kilobytes).
+const MAX_PROC_FILE_BYTES: u64 = 1 << 20;
 
 /// A custom node file. Unknown fields are errors, so typos do not pass
 /// silently; `schemas/node-file.schema.json` documents it.
@@ -227,7 +232,7 @@ pub fn read_node_inputs(
     let kubelet = kubelet_config.map(read_kubelet_config).transpose()?;
     match node {
         Some(path) => {
-            let (origin, text) = read_input(path)?;
+            let (origin, text) = read_input(path, "node file")?;
             let base = path.parent().unwrap_or_else(|| Path::new("."));
             node_inputs(&origin, &text, base, kubelet.as_ref())
         }
@@ -432,8 +437,7 @@ pub fn parse_node(origin: &str, text: &str) -> Result<wit::NodeSettings> {
 /// `proc_root` and `cgroup_root` are explicit so tests can point elsewhere.
 pub fn local_node(proc_root: &Path, cgroup_root: &Path) -> Result<wit::NodeSettings> {
     let meminfo_path = proc_root.join("meminfo");
-    let meminfo = std::fs::read_to_string(&meminfo_path)
-        .with_context(|| format!("reading {}", meminfo_path.display()))?;
+    let meminfo = read_regular_file_to_string(&meminfo_path, MAX_PROC_FILE_BYTES, "meminfo")?;
     let mem_kib: u64 = meminfo
         .lines()
         .find_map(|l| l.strip_prefix("MemTotal:"))
@@ -457,9 +461,13 @@ pub fn local_node(proc_root: &Path, cgroup_root: &Path) -> Result<wit::NodeSetti
             ),
         ]),
         cgroup_version: Some(cgroup_version.into()),
-        kernel_version: std::fs::read_to_string(proc_root.join("sys/kernel/osrelease"))
-            .ok()
-            .map(|v| v.trim().to_string()),
+        kernel_version: read_regular_file_to_string(
+            &proc_root.join("sys/kernel/osrelease"),
+            MAX_PROC_FILE_BYTES,
+            "kernel release",
+        )
+        .ok()
+        .map(|v| v.trim().to_string()),
         page_size: nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
             .ok()
             .flatten()

@@ -5,7 +5,6 @@
 //! name the file, the document and the field. Static pod manifests (read
 //! with a node name) get the kubelet's name, namespace, UID and annotations.
 
-use std::io::Read;
 use std::path::Path;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -32,44 +31,54 @@ pub struct PodDocument {
     pub pod: wit::Pod,
 }
 
-/// Read `path` (`-` = stdin) into text, with the size limit.
-pub fn read_input(path: &Path) -> Result<(String, String)> {
-    let (origin, bytes) = if path == Path::new("-") {
-        let mut bytes = Vec::new();
-        std::io::stdin()
-            .take(MAX_INPUT_BYTES as u64 + 1)
-            .read_to_end(&mut bytes)
-            .context("reading stdin")?;
-        ("<stdin>".to_string(), bytes)
-    } else {
-        let meta =
-            std::fs::metadata(path).with_context(|| format!("{}: cannot read", path.display()))?;
-        if meta.len() > MAX_INPUT_BYTES as u64 {
-            bail!(
-                "{}: file is {} bytes; the limit is {MAX_INPUT_BYTES}",
-                path.display(),
-                meta.len()
-            );
-        }
-        (
-            path.display().to_string(),
-            std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?,
-        )
-    };
-    if bytes.len() > MAX_INPUT_BYTES {
-        bail!("{origin}: input is larger than {MAX_INPUT_BYTES} bytes");
-    }
-    let text = String::from_utf8(bytes).map_err(|e| {
-        anyhow!(
-            "{origin}: not UTF-8 text (byte {})",
-            e.utf8_error().valid_up_to()
-        )
-    })?;
+/// Read `path` (`-` = stdin) into text, with the size limit: only a
+/// regular file (or stdin) is read, never more than [`MAX_INPUT_BYTES`]
+/// (see [`crate::bounded_read`]). `what` names the input in errors (`pod
+/// file`, `node file`, ...).
+pub fn read_input(path: &Path, what: &str) -> Result<(String, String)> {
+    let (origin, bytes) = crate::bounded_read::read_input(path, MAX_INPUT_BYTES as u64, what)?;
+    let text = crate::bounded_read::into_text(Path::new(&origin), what, bytes)?;
     Ok((origin, text))
 }
 
+/// The UTF-8 byte order mark some editors write first; kubectl skips it.
+const BOM: char = '\u{feff}';
+
 /// Parse YAML or JSON text holding one or more documents into JSON values.
+///
+/// A leading byte order mark is skipped. Text that starts with `{` is JSON
+/// (as kubectl decides): parsed by a JSON parser as a stream of objects, so
+/// JSON-only syntax such as surrogate pair escapes (`"\ud83d\ude00"`) reads
+/// as JSON does. If it is not valid JSON but valid YAML (a flow mapping such
+/// as `{a: 1}`), the YAML reading is taken; otherwise the JSON error is
+/// reported. Anything else is YAML, one value per document.
 pub fn parse_documents(origin: &str, text: &str) -> Result<Vec<Value>> {
+    let text = text.strip_prefix(BOM).unwrap_or(text);
+    if text.trim_start().starts_with('{') {
+        match parse_json_documents(origin, text) {
+            Ok(docs) => return Ok(docs),
+            Err(json_error) => {
+                return parse_yaml_documents(origin, text).map_err(|_| json_error);
+            }
+        }
+    }
+    parse_yaml_documents(origin, text)
+}
+
+/// A stream of JSON values (`{...} {...}`), as kubectl's JSON decoder reads it.
+fn parse_json_documents(origin: &str, text: &str) -> Result<Vec<Value>> {
+    let mut docs = Vec::new();
+    let stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+    for (i, value) in stream.enumerate() {
+        let value = value.map_err(|e| anyhow!("{origin}: document {}: {e}", i + 1))?;
+        if !value.is_null() {
+            docs.push(value);
+        }
+    }
+    Ok(docs)
+}
+
+fn parse_yaml_documents(origin: &str, text: &str) -> Result<Vec<Value>> {
     let mut docs = Vec::new();
     for (i, document) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
         let value: Value = serde_path_to_error::deserialize(document).map_err(|e| {
@@ -175,7 +184,7 @@ pub fn read_pods_with(path: &Path, options: &ReadOptions) -> Result<PodRead> {
             .with_context(|| format!("{}: cannot read", path.display()))?
             .is_dir();
     if !is_dir {
-        let (origin, text) = read_input(path)?;
+        let (origin, text) = read_input(path, "pod file")?;
         if parse_into(&origin, &text, options, &mut read)? == 0 {
             bail!("{origin}: no pod found");
         }
@@ -184,7 +193,7 @@ pub fn read_pods_with(path: &Path, options: &ReadOptions) -> Result<PodRead> {
     let mut files = Vec::new();
     manifest_files(path, options.recursive, &mut files)?;
     for file in &files {
-        let (origin, text) = read_input(file)?;
+        let (origin, text) = read_input(file, "pod file")?;
         parse_into(&origin, &text, options, &mut read)?;
     }
     if read.docs.is_empty() {
@@ -965,5 +974,33 @@ pub fn pod_to_wit(pod: &core::Pod) -> wit::Pod {
                 })
                 .collect(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_documents, parse_yaml_documents};
+
+    /// Why JSON is not read through the YAML parser: JSON is YAML 1.2, but
+    /// the YAML parser refuses a surrogate pair escape (YAML escapes name
+    /// code points, and a lone surrogate is none), which JSON encoders such
+    /// as Python's `json.dumps` write for every character outside the BMP.
+    #[test]
+    fn the_yaml_parser_refuses_json_surrogate_pairs_and_the_json_parser_reads_them() {
+        let text = r#"{"note": "\ud83d\ude00"}"#;
+        assert!(parse_yaml_documents("t", text).is_err());
+        let docs = parse_documents("t", text).unwrap();
+        assert_eq!(docs, [serde_json::json!({"note": "\u{1f600}"})]);
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_skipped() {
+        for text in ["\u{feff}{\"a\": 1}", "\u{feff}a: 1\n"] {
+            assert_eq!(
+                parse_documents("t", text).unwrap(),
+                [serde_json::json!({"a": 1})],
+                "{text:?}"
+            );
+        }
     }
 }

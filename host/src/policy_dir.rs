@@ -6,8 +6,20 @@
 //! `state.json`, written only by the process serving from the directory
 //! (the agent or the webhook): which digest is active, the rollback
 //! history, and the verdict on every candidate it has seen. A `.wasm` file
-//! that appears is a candidate once; an explicit activate request vets it
-//! again (e.g. to return to a version after a rollback).
+//! that appears is a candidate once per version of the file (size,
+//! modification and change times, inode): a file caught half written is
+//! refused, then vetted again once it is complete; an explicit activate
+//! request vets it again (e.g. to return to a version after a rollback).
+//!
+//! Nothing in the directory can stall or exhaust the server: only regular
+//! files are read (a symbolic link, a FIFO or a device is refused with
+//! what it is, without being opened), never more than
+//! [`MAX_CANDIDATE_BYTES`] ([`crate::bounded_read`]); hidden names
+//! (temp files) are ignored; and a candidate is read, compiled and
+//! self-checked on a vetting thread with a deadline ([`VETTING_DEADLINE`]),
+//! so the thread that polls (the agent's reconcile loop) never waits for
+//! it: the serving version keeps serving, and the swap happens on a later
+//! poll. A request is handled once whatever its outcome.
 //!
 //! Vetting ([`vet`]): the WIT version check happens at load; then the
 //! built-in self-check (golden cases shipped inside the host: KEP example
@@ -16,17 +28,22 @@
 //! but must not fail, trap, reject a pod the serving version admits, or
 //! produce output that fails the host's sanity checks.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::bindings::NodeSettings;
+use crate::bounded_read::{self, FileStamp};
 use crate::pod_input::PodDocument;
 use crate::runtime::{Cache, Limits, PolicyRuntime};
-use crate::swap::{PolicySlot, SwapOutcome, short};
+use crate::swap::{Heartbeat, PolicySlot, SwapOutcome, short};
 
 /// Golden cases: (origin, pod YAML, the exact `explain` answer).
 const GOLDEN_PODS: &[(&str, &str, &str)] = &[
@@ -176,6 +193,21 @@ pub fn vet(
 // The directory
 // ---------------------------------------------------------------------------
 
+/// The largest policy candidate read. The policy component is a few MiB;
+/// a bigger file is refused by its size before any of it is read (an 8 GiB
+/// file once took a server to 8.5 GB), and no read goes past this even when
+/// the file grows meanwhile.
+pub const MAX_CANDIDATE_BYTES: u64 = 16 << 20;
+
+/// How long a candidate may take to be read, compiled and self-checked on
+/// its worker thread. Past it the candidate is refused and its thread
+/// abandoned (it cannot be interrupted; its result is dropped).
+pub const VETTING_DEADLINE: Duration = Duration::from_secs(120);
+
+/// Vetting threads alive at once, abandoned ones included: a candidate
+/// waits in the queue while this many are still compiling.
+const MAX_VETTING_THREADS: usize = 2;
+
 /// A candidate's verdict, as recorded in `state.json`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -185,6 +217,23 @@ pub struct Verdict {
     /// Policy version string (empty when it did not load).
     #[serde(default)]
     pub version: String,
+    /// Whether it was swapped in.
+    pub accepted: bool,
+    /// Why not, or what the shadow evaluation saw.
+    pub detail: String,
+}
+
+/// What happened to one version of a `.wasm` file in the directory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileVerdict {
+    /// The version of the file considered (size, times, inode): the file is
+    /// considered again once any of them changes.
+    #[serde(flatten)]
+    pub stamp: FileStamp,
+    /// Digest of the bytes read (absent when the file was not read: not a
+    /// regular file, too large, unreadable).
+    pub digest: Option<String>,
     /// Whether it was swapped in.
     pub accepted: bool,
     /// Why not, or what the shadow evaluation saw.
@@ -203,6 +252,16 @@ pub struct DirState {
     pub history: Vec<String>,
     /// Every candidate seen, by digest.
     pub seen: BTreeMap<String, Verdict>,
+    /// Every `.wasm` file in the directory considered, by name.
+    #[serde(default)]
+    pub files: BTreeMap<String, FileVerdict>,
+    /// Files queued or being vetted now, in order. A server that starts and
+    /// finds files here was stopped while vetting them (a restart, or a
+    /// crash the candidate caused): they are recorded as interrupted, not
+    /// vetted again, so a candidate that crashes the server cannot do it in
+    /// a loop.
+    #[serde(default)]
+    pub vetting: Vec<String>,
     /// The last request or candidate that failed, and why.
     pub last_error: Option<String>,
 }
@@ -224,10 +283,19 @@ impl DirState {
         for digest in &self.history {
             let _ = writeln!(out, "  {digest}");
         }
+        if !self.vetting.is_empty() {
+            let _ = writeln!(out, "vetting    {}", self.vetting.join(", "));
+        }
         if let Some(error) = &self.last_error {
             let _ = writeln!(out, "last error {error}");
         }
-        if !self.seen.is_empty() {
+        // Files never read have no digest, so no row in `seen`.
+        let unread: Vec<(&String, &FileVerdict)> = self
+            .files
+            .iter()
+            .filter(|(_, v)| v.digest.is_none())
+            .collect();
+        if !self.seen.is_empty() || !unread.is_empty() {
             let _ = writeln!(
                 out,
                 "{:<14} {:<24} {:<9} {:<10} DETAIL",
@@ -240,6 +308,13 @@ impl DirState {
                 out,
                 "{short:<14} {:<24} {:<9} {:<10} {}",
                 v.file, v.accepted, v.version, v.detail
+            );
+        }
+        for (file, v) in unread {
+            let _ = writeln!(
+                out,
+                "{:<14} {file:<24} {:<9} {:<10} {}",
+                "-", v.accepted, "", v.detail
             );
         }
         out
@@ -261,8 +336,36 @@ pub struct PolicyDir {
     dir: PathBuf,
 }
 
-fn is_wasm(path: &Path) -> bool {
-    path.extension().is_some_and(|e| e == "wasm")
+/// A name the directory's readers consider: not hidden (temp files of
+/// [`crate::checkpoint::write_atomically`] are `.<name>.tmp.<pid>`).
+fn visible(name: &str) -> bool {
+    !name.is_empty() && !name.starts_with('.')
+}
+
+fn is_wasm_name(name: &str) -> bool {
+    visible(name) && Path::new(name).extension().is_some_and(|e| e == "wasm")
+}
+
+/// A request file's name, `<24-digit stamp>-<pid>-rollback` or
+/// `<24-digit stamp>-<pid>-activate-<file>.wasm` (what
+/// [`PolicyDir::submit`] and [`PolicyDir::request_rollback`] write, by
+/// renaming a complete temp file into place): anything else in `requests/`
+/// (a temp file, an editor's backup) is not a request.
+fn parse_request_name(name: &str) -> Option<Request> {
+    if !visible(name) {
+        return None;
+    }
+    let (stamp, rest) = name.split_once('-')?;
+    let (pid, kind) = rest.split_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(stamp) || !digits(pid) {
+        return None;
+    }
+    if kind == "rollback" {
+        return Some(Request::Rollback);
+    }
+    let file = kind.strip_prefix("activate-")?;
+    (!file.is_empty()).then(|| Request::Activate(file.to_string()))
 }
 
 impl PolicyDir {
@@ -282,12 +385,23 @@ impl PolicyDir {
 
     /// Read `state.json` (empty when absent).
     pub fn state(&self) -> Result<DirState> {
+        Ok(self.read_state()?.0)
+    }
+
+    /// `state.json`, and whether it records file versions
+    /// ([`DirState::files`]; a state written before they were has none).
+    fn read_state(&self) -> Result<(DirState, bool)> {
         let path = self.dir.join("state.json");
-        match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .with_context(|| format!("{}: not a policy directory state", path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(DirState::default()),
-            Err(e) => Err(anyhow!("reading {}: {e}", path.display())),
+        let not_state = || format!("{}: not a policy directory state", path.display());
+        match bounded_read::read_regular_file(&path, MAX_STATE_BYTES, "policy directory state") {
+            Ok(bytes) => {
+                let value: Value = serde_json::from_slice(&bytes).with_context(not_state)?;
+                let has_files = value.get("files").is_some();
+                let state = serde_json::from_value(value).with_context(not_state)?;
+                Ok((state, has_files))
+            }
+            Err(e) if e.is_not_found() => Ok((DirState::default(), true)),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -296,21 +410,40 @@ impl PolicyDir {
         crate::checkpoint::write_atomically(&self.dir.join("state.json"), &bytes)
     }
 
-    /// The `.wasm` files, oldest first.
-    pub fn components(&self) -> Result<Vec<PathBuf>> {
+    /// Every visible `.wasm` entry that is not a directory, oldest first,
+    /// with its `lstat` metadata (nothing is opened, so nothing blocks).
+    fn entries(&self) -> Result<Vec<(String, std::fs::Metadata)>> {
         let mut files = Vec::new();
         for entry in std::fs::read_dir(&self.dir)
             .with_context(|| format!("reading {}", self.dir.display()))?
         {
-            let entry = entry?;
-            let path = entry.path();
-            if is_wasm(&path) && entry.file_type()?.is_file() {
-                let modified = entry.metadata()?.modified().ok();
-                files.push((modified, path));
+            let entry = entry.with_context(|| format!("reading {}", self.dir.display()))?;
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            if !is_wasm_name(&name) {
+                continue;
+            }
+            // Gone meanwhile: not a candidate.
+            let Ok(metadata) = std::fs::symlink_metadata(entry.path()) else {
+                continue;
+            };
+            if !metadata.is_dir() {
+                files.push((metadata.modified().ok(), name, metadata));
             }
         }
-        files.sort();
-        Ok(files.into_iter().map(|(_, p)| p).collect())
+        files.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        Ok(files.into_iter().map(|(_, n, m)| (n, m)).collect())
+    }
+
+    /// The regular `.wasm` files, oldest first.
+    pub fn components(&self) -> Result<Vec<PathBuf>> {
+        Ok(self
+            .entries()?
+            .into_iter()
+            .filter(|(_, m)| m.file_type().is_file())
+            .map(|(name, _)| self.dir.join(name))
+            .collect())
     }
 
     /// Put `bytes` into the directory as `<digest>.wasm` (atomically) and
@@ -329,6 +462,9 @@ impl PolicyDir {
         self.request("rollback", b"")
     }
 
+    /// Write a request: a temp file renamed into place, so a reader sees a
+    /// complete request or none (the temp name is hidden, see
+    /// [`parse_request_name`]).
     fn request(&self, kind: &str, body: &[u8]) -> Result<()> {
         // Nanoseconds since the epoch order requests; the pid keeps two
         // CLIs in the same instant apart.
@@ -343,45 +479,139 @@ impl PolicyDir {
     }
 
     /// Pending requests, oldest first, with their files (removed by the
-    /// caller once handled).
+    /// caller once handled). Only names in the request format count; the
+    /// request is in the name, so no request file is ever read.
     pub fn requests(&self) -> Result<Vec<(PathBuf, Request)>> {
-        let mut out = Vec::new();
         let dir = self.dir.join("requests");
-        let mut names: Vec<_> = std::fs::read_dir(&dir)
-            .with_context(|| format!("reading {}", dir.display()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                !p.extension()
-                    .is_some_and(|e| e.to_string_lossy().starts_with("tmp"))
-            })
-            .collect();
-        names.sort();
-        for path in names {
-            let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let request = if name.ends_with("-rollback") {
-                Request::Rollback
-            } else if name.contains("-activate-") {
-                let target = std::fs::read_to_string(&path).unwrap_or_default();
-                Request::Activate(target.trim().to_string())
-            } else {
+        let mut out = Vec::new();
+        for entry in
+            std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?
+        {
+            let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
+            let Ok(name) = entry.file_name().into_string() else {
                 continue;
             };
-            out.push((path, request));
+            if let Some(request) = parse_request_name(&name) {
+                out.push((entry.path(), request));
+            }
         }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(out)
     }
 }
 
+/// The most read from `state.json`.
+const MAX_STATE_BYTES: u64 = 16 << 20;
+
+/// Why a candidate failed on its vetting thread.
+enum Refusal {
+    /// Not read or not loaded (not a regular file, too large, not a
+    /// component, imports something, wrong WIT version).
+    Load(anyhow::Error),
+    /// Loaded, but its answers differ from the golden cases.
+    SelfCheck(anyhow::Error),
+}
+
+/// What a vetting thread found.
+struct Prepared {
+    /// The version of the file read (`fstat` of the opened file).
+    stamp: Option<FileStamp>,
+    digest: Option<String>,
+    version: String,
+    result: std::result::Result<PolicyRuntime, Refusal>,
+}
+
+/// Read, compile and self-check one candidate: what runs on a vetting
+/// thread, away from the thread that serves or reconciles.
+fn prepare(
+    path: &Path,
+    file: &str,
+    cap: u64,
+    cache: &Cache,
+    limits: Limits,
+    serving_digest: &str,
+) -> Prepared {
+    let mut prepared = Prepared {
+        stamp: None,
+        digest: None,
+        version: String::new(),
+        result: Err(Refusal::Load(anyhow!("not read"))),
+    };
+    let (bytes, metadata) =
+        match bounded_read::read_regular_file_nofollow(path, cap, "policy candidate") {
+            Ok(read) => read,
+            Err(e) => {
+                prepared.result = Err(Refusal::Load(e.into()));
+                return prepared;
+            }
+        };
+    prepared.stamp = Some(FileStamp::of(&metadata));
+    let digest = crate::runtime::digest(&bytes);
+    prepared.digest = Some(digest.clone());
+    let candidate = match PolicyRuntime::from_bytes(&bytes, cache, limits)
+        .with_context(|| format!("loading candidate {file}"))
+    {
+        Ok(candidate) => candidate,
+        Err(e) => {
+            prepared.result = Err(Refusal::Load(e));
+            return prepared;
+        }
+    };
+    drop(bytes);
+    prepared.version = candidate.info().policy_version.clone();
+    // The serving version is not checked again (activating it is a no-op).
+    prepared.result = if digest == serving_digest {
+        Ok(candidate)
+    } else {
+        match self_check(&candidate) {
+            Ok(()) => Ok(candidate),
+            Err(e) => Err(Refusal::SelfCheck(e)),
+        }
+    };
+    prepared
+}
+
+/// The candidate on its vetting thread.
+struct Job {
+    file: String,
+    /// The file as it was when queued (`lstat`), when it was there.
+    stamp: Option<FileStamp>,
+    started: Instant,
+    rx: mpsc::Receiver<Prepared>,
+    /// A result already taken from `rx` by [`PolicyDirServer::wait_for_vetting`].
+    done: Option<Prepared>,
+}
+
+/// Decrements the count of live vetting threads when one ends.
+struct ThreadCount(Arc<AtomicUsize>);
+
+impl Drop for ThreadCount {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// Serves from a policy directory: applies its requests and candidates to
-/// a [`PolicySlot`] and keeps `state.json` true. Owned by one thread.
+/// a [`PolicySlot`] and keeps `state.json` true. Owned by one thread, which
+/// calls [`PolicyDirServer::poll`] now and then; candidates are read,
+/// compiled and self-checked on a vetting thread meanwhile, so a poll never
+/// waits for them: a candidate is swapped in by the first poll after its
+/// vetting thread is done (and it passes the caller's `vet`).
 pub struct PolicyDirServer {
     dir: PolicyDir,
     cache: Cache,
     limits: Limits,
     state: DirState,
+    max_candidate_bytes: u64,
+    deadline: Duration,
+    /// Files waiting for a vetting thread, with their stamp when queued.
+    queue: VecDeque<(String, Option<FileStamp>)>,
+    job: Option<Job>,
+    threads: Arc<AtomicUsize>,
+    waker: Option<Arc<dyn Fn() + Send + Sync>>,
+    heartbeat: Arc<Heartbeat>,
+    /// Requests handled whose file could not be removed.
+    handled: BTreeSet<String>,
 }
 
 /// What one [`PolicyDirServer::poll`] did, for logs and metrics.
@@ -393,11 +623,19 @@ pub struct PollOutcome {
     pub rejected: Vec<String>,
 }
 
+impl PollOutcome {
+    fn extend(&mut self, other: PollOutcome) {
+        self.swapped.extend(other.swapped);
+        self.rejected.extend(other.rejected);
+    }
+}
+
 impl PolicyDirServer {
     /// Open `dir`; when its state names an active version whose file is
     /// still there, that version is loaded (from the compiled cache) and put
     /// into `slot` after the self-check, so a restart serves what served
-    /// before.
+    /// before. Files the state says were being vetted when the last server
+    /// stopped are recorded as interrupted (see [`DirState::vetting`]).
     pub fn start(
         dir: &Path,
         slot: &PolicySlot,
@@ -405,30 +643,80 @@ impl PolicyDirServer {
         limits: Limits,
     ) -> Result<PolicyDirServer> {
         let dir = PolicyDir::open(dir)?;
-        let mut state = dir.state()?;
+        let (mut state, has_files) = dir.read_state()?;
+        if !has_files {
+            // Written by a server that kept no file versions: the files it
+            // named were considered already (vetting them again could bring
+            // back a version rolled back since).
+            for (name, metadata) in dir.entries()? {
+                if let Some((digest, verdict)) = state.seen.iter().find(|(_, v)| v.file == name) {
+                    let verdict = FileVerdict {
+                        stamp: FileStamp::of(&metadata),
+                        digest: Some(digest.clone()),
+                        accepted: verdict.accepted,
+                        detail: verdict.detail.clone(),
+                    };
+                    state.files.insert(name, verdict);
+                }
+            }
+        }
         let base = slot.current().digest().to_string();
         let mut server = PolicyDirServer {
             dir,
             cache,
             limits,
             state: DirState::default(),
+            max_candidate_bytes: MAX_CANDIDATE_BYTES,
+            deadline: VETTING_DEADLINE,
+            queue: VecDeque::new(),
+            job: None,
+            threads: Arc::new(AtomicUsize::new(0)),
+            waker: None,
+            heartbeat: Arc::new(Heartbeat::new()),
+            handled: BTreeSet::new(),
         };
         if let (Some(active), Some(file)) = (state.active.clone(), state.active_file.clone())
             && active != base
         {
             let path = server.dir.dir.join(&file);
-            let restored = PolicyRuntime::from_file(&path, &server.cache, server.limits).and_then(
-                |candidate| {
-                    if candidate.digest() != active {
-                        bail!("{} no longer has digest {}", path.display(), short(&active));
-                    }
-                    slot.activate(candidate, |c, _| self_check(c))
-                },
-            );
+            let restored = bounded_read::read_regular_file_nofollow(
+                &path,
+                server.max_candidate_bytes,
+                "active policy",
+            )
+            .map_err(anyhow::Error::from)
+            .and_then(|(bytes, _)| {
+                PolicyRuntime::from_bytes(&bytes, &server.cache, server.limits)
+                    .with_context(|| format!("loading policy {}", path.display()))
+            })
+            .and_then(|candidate| {
+                if candidate.digest() != active {
+                    bail!("{} no longer has digest {}", path.display(), short(&active));
+                }
+                slot.activate(candidate, |c, _| self_check(c))
+            });
             if let Err(e) = restored {
                 tracing::warn!(error = %format!("{e:#}"), "could not restore the active policy; serving the base version");
                 state.last_error = Some(format!("restoring {}: {e:#}", short(&active)));
             }
+        }
+        for file in std::mem::take(&mut state.vetting) {
+            let detail = format!(
+                "policy candidate {file}: interrupted, the server stopped while vetting it (a restart, or a crash); it is vetted again when the file changes or on `policy activate`"
+            );
+            tracing::warn!("{detail}");
+            if let Ok(metadata) = std::fs::symlink_metadata(server.dir.dir.join(&file)) {
+                state.files.insert(
+                    file.clone(),
+                    FileVerdict {
+                        stamp: FileStamp::of(&metadata),
+                        digest: None,
+                        accepted: false,
+                        detail: detail.clone(),
+                    },
+                );
+            }
+            state.last_error = Some(detail);
         }
         state.active = Some(slot.current().digest().to_string());
         if state.active.as_deref() == Some(base.as_str()) {
@@ -438,6 +726,29 @@ impl PolicyDirServer {
         server.state = state;
         server.dir.save_state(&server.state)?;
         Ok(server)
+    }
+
+    /// The largest candidate read (default [`MAX_CANDIDATE_BYTES`]).
+    pub fn set_max_candidate_bytes(&mut self, bytes: u64) {
+        self.max_candidate_bytes = bytes;
+    }
+
+    /// How long a candidate may take on its vetting thread (default
+    /// [`VETTING_DEADLINE`]).
+    pub fn set_vetting_deadline(&mut self, deadline: Duration) {
+        self.deadline = deadline;
+    }
+
+    /// Called from the vetting thread when a candidate is ready, so the
+    /// serving loop can poll at once instead of at its next wake-up.
+    pub fn set_waker(&mut self, waker: impl Fn() + Send + Sync + 'static) {
+        self.waker = Some(Arc::new(waker));
+    }
+
+    /// Beaten by every [`PolicyDirServer::poll`]: the liveness of the loop
+    /// that polls (see [`Heartbeat`]).
+    pub fn heartbeat(&self) -> Arc<Heartbeat> {
+        self.heartbeat.clone()
     }
 
     /// The directory.
@@ -450,91 +761,315 @@ impl PolicyDirServer {
         &self.state
     }
 
-    /// Handle pending requests, then any `.wasm` file not seen before.
-    /// `vet` runs each candidate against the serving version (see [`vet`]).
+    /// Whether no candidate is queued or being vetted.
+    pub fn is_idle(&self) -> bool {
+        self.job.is_none() && self.queue.is_empty()
+    }
+
+    /// Handle pending requests, find new or changed `.wasm` files, start
+    /// vetting the next candidate, and finish the one whose vetting thread
+    /// is done: `vet` runs it against the serving version (see [`vet`]) and
+    /// it is swapped in when it passes. Never waits for a vetting thread.
     pub fn poll(
         &mut self,
         slot: &PolicySlot,
         vet: &dyn Fn(&PolicyRuntime, &PolicyRuntime) -> Result<ShadowReport>,
     ) -> Result<PollOutcome> {
+        self.heartbeat.beat();
         let mut outcome = PollOutcome::default();
+        let mut changed = self.handle_requests(slot, &mut outcome)?;
+        changed |= self.scan(&mut outcome)?;
+        changed |= self.finish_job(slot, vet, &mut outcome);
+        changed |= self.start_job(slot, &mut outcome);
+        if changed {
+            self.state.active = Some(slot.current().digest().to_string());
+            self.state.history = slot.history();
+            self.state.vetting = self
+                .job
+                .iter()
+                .map(|job| job.file.clone())
+                .chain(self.queue.iter().map(|(file, _)| file.clone()))
+                .collect();
+            self.dir.save_state(&self.state)?;
+        }
+        Ok(outcome)
+    }
+
+    /// [`PolicyDirServer::poll`] until every candidate found is vetted, or
+    /// `timeout` passes: for callers that run once (`agent --once`, tests)
+    /// and must see the outcome.
+    pub fn settle(
+        &mut self,
+        slot: &PolicySlot,
+        vet: &dyn Fn(&PolicyRuntime, &PolicyRuntime) -> Result<ShadowReport>,
+        timeout: Duration,
+    ) -> Result<PollOutcome> {
+        let end = Instant::now() + timeout;
+        let mut outcome = PollOutcome::default();
+        loop {
+            outcome.extend(self.poll(slot, vet)?);
+            let left = end.saturating_duration_since(Instant::now());
+            if self.is_idle() || left.is_zero() {
+                return Ok(outcome);
+            }
+            self.wait_for_vetting(left.min(Duration::from_millis(250)));
+        }
+    }
+
+    /// Wait up to `timeout` for the vetting thread to be done (at once when
+    /// nothing is being vetted and nothing is queued); a poll then finishes
+    /// the candidate.
+    pub fn wait_for_vetting(&mut self, timeout: Duration) {
+        match &mut self.job {
+            Some(job) if job.done.is_none() => {
+                if let Ok(prepared) = job.rx.recv_timeout(timeout) {
+                    job.done = Some(prepared);
+                }
+            }
+            Some(_) => {}
+            // Queued behind abandoned threads: try again later.
+            None if !self.queue.is_empty() => {
+                std::thread::sleep(timeout.min(Duration::from_millis(50)))
+            }
+            None => {}
+        }
+    }
+
+    fn handle_requests(&mut self, slot: &PolicySlot, outcome: &mut PollOutcome) -> Result<bool> {
+        let mut changed = false;
         for (path, request) in self.dir.requests()? {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if self.handled.contains(&name) {
+                continue;
+            }
+            changed = true;
             let result = match &request {
-                Request::Rollback => slot.rollback().inspect(|swap| {
+                Request::Rollback => slot.rollback().map(|swap| {
                     self.state.active_file = self
                         .state
                         .seen
                         .iter()
                         .find(|(digest, _)| **digest == swap.to_digest)
                         .map(|(_, v)| v.file.clone());
+                    Some(swap)
                 }),
-                Request::Activate(file) => self.try_candidate(slot, file, vet),
+                Request::Activate(file) if !is_wasm_name(file) || file.contains('/') => {
+                    Err(anyhow!(
+                        "activate request names `{}`, not a .wasm file in the policy directory",
+                        file.escape_debug()
+                    ))
+                }
+                Request::Activate(file) => {
+                    self.enqueue(file);
+                    Ok(None)
+                }
             };
             match result {
-                Ok(swap) => outcome.swapped.push(swap),
-                Err(e) => {
-                    let text = format!("{e:#}");
-                    self.state.last_error = Some(text.clone());
-                    outcome.rejected.push(text);
-                }
+                Ok(Some(swap)) => outcome.swapped.push(swap),
+                Ok(None) => {}
+                Err(e) => self.reject(outcome, format!("{e:#}")),
             }
-            // A request is handled once, whatever its outcome.
-            let _ = std::fs::remove_file(&path);
-        }
-        for path in self.dir.components()? {
-            let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
-                continue;
-            };
-            if self.state.seen.values().any(|v| v.file == name) {
-                continue;
-            }
-            match self.try_candidate(slot, &name, vet) {
-                Ok(swap) => outcome.swapped.push(swap),
-                Err(e) => {
-                    let text = format!("{e:#}");
-                    self.state.last_error = Some(text.clone());
-                    outcome.rejected.push(text);
-                }
+            // A request is handled once, whatever its outcome (an activation
+            // is recorded in `vetting` until it is done).
+            if let Err(e) = std::fs::remove_file(&path)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                self.reject(
+                    outcome,
+                    format!(
+                        "removing the handled request {}: {e} (it is not handled again)",
+                        path.display()
+                    ),
+                );
+                self.handled.insert(name);
             }
         }
-        if !outcome.swapped.is_empty() || !outcome.rejected.is_empty() {
-            self.state.active = Some(slot.current().digest().to_string());
-            self.state.history = slot.history();
-            self.dir.save_state(&self.state)?;
-        }
-        Ok(outcome)
+        Ok(changed)
     }
 
-    fn try_candidate(
+    /// Queue `file` for vetting unless it is queued or being vetted.
+    fn enqueue(&mut self, file: &str) {
+        if self.job.as_ref().is_some_and(|job| job.file == file)
+            || self.queue.iter().any(|(queued, _)| queued == file)
+        {
+            return;
+        }
+        let stamp = std::fs::symlink_metadata(self.dir.dir.join(file))
+            .ok()
+            .map(|m| FileStamp::of(&m));
+        self.queue.push_back((file.to_string(), stamp));
+    }
+
+    /// Queue new and changed `.wasm` files; refuse the ones that are not
+    /// regular files or too large without opening them.
+    fn scan(&mut self, outcome: &mut PollOutcome) -> Result<bool> {
+        let mut changed = false;
+        let entries = self.dir.entries()?;
+        let present: BTreeSet<&str> = entries.iter().map(|(name, _)| name.as_str()).collect();
+        let before = self.state.files.len();
+        self.state
+            .files
+            .retain(|name, _| present.contains(name.as_str()));
+        changed |= self.state.files.len() != before;
+        for (name, metadata) in &entries {
+            let stamp = FileStamp::of(metadata);
+            if self.job.as_ref().is_some_and(|job| &job.file == name)
+                || self.queue.iter().any(|(queued, _)| queued == name)
+                || self.state.files.get(name).is_some_and(|v| v.stamp == stamp)
+            {
+                continue;
+            }
+            changed = true;
+            let refusal = if !metadata.file_type().is_file() {
+                Some(format!(
+                    "policy candidate {name} is not a regular file ({}){}",
+                    bounded_read::file_kind(metadata.file_type()),
+                    if metadata.file_type().is_symlink() {
+                        "; links are not followed here"
+                    } else {
+                        ""
+                    }
+                ))
+            } else if metadata.len() > self.max_candidate_bytes {
+                Some(format!(
+                    "policy candidate {name} is larger than {} bytes ({} bytes)",
+                    self.max_candidate_bytes,
+                    metadata.len()
+                ))
+            } else {
+                None
+            };
+            match refusal {
+                Some(detail) => {
+                    self.record(name, Some(stamp), None, String::new(), false, &detail);
+                    self.reject(outcome, detail);
+                }
+                None => self.queue.push_back((name.clone(), Some(stamp))),
+            }
+        }
+        Ok(changed)
+    }
+
+    /// Start a vetting thread for the next queued file, when none is
+    /// running and fewer than [`MAX_VETTING_THREADS`] are alive.
+    fn start_job(&mut self, slot: &PolicySlot, outcome: &mut PollOutcome) -> bool {
+        if self.job.is_some() || self.threads.load(Ordering::SeqCst) >= MAX_VETTING_THREADS {
+            return false;
+        }
+        let Some((file, stamp)) = self.queue.pop_front() else {
+            return false;
+        };
+        let (tx, rx) = mpsc::channel();
+        let path = self.dir.dir.join(&file);
+        let (name, cap, cache, limits) = (
+            file.clone(),
+            self.max_candidate_bytes,
+            self.cache.clone(),
+            self.limits,
+        );
+        let serving = slot.current().digest().to_string();
+        let waker = self.waker.clone();
+        self.threads.fetch_add(1, Ordering::SeqCst);
+        let count = ThreadCount(self.threads.clone());
+        let spawned = std::thread::Builder::new()
+            .name("podpolicy-vet".into())
+            .spawn(move || {
+                let _count = count;
+                let prepared = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    prepare(&path, &name, cap, &cache, limits, &serving)
+                }))
+                .unwrap_or_else(|_| Prepared {
+                    stamp: None,
+                    digest: None,
+                    version: String::new(),
+                    result: Err(Refusal::Load(anyhow!(
+                        "loading candidate {name}: the vetting thread panicked"
+                    ))),
+                });
+                if tx.send(prepared).is_ok()
+                    && let Some(wake) = waker
+                {
+                    wake();
+                }
+            });
+        match spawned {
+            Ok(_) => {
+                self.job = Some(Job {
+                    file,
+                    stamp,
+                    started: Instant::now(),
+                    rx,
+                    done: None,
+                });
+            }
+            Err(e) => {
+                // The closure (and its count) is dropped with the error.
+                let detail = format!("policy candidate {file}: starting its vetting thread: {e}");
+                self.record(&file, stamp, None, String::new(), false, &detail);
+                self.reject(outcome, detail);
+            }
+        }
+        true
+    }
+
+    /// Finish the candidate whose vetting thread is done, or give it up
+    /// past the deadline.
+    fn finish_job(
         &mut self,
         slot: &PolicySlot,
-        file: &str,
         vet: &dyn Fn(&PolicyRuntime, &PolicyRuntime) -> Result<ShadowReport>,
-    ) -> Result<SwapOutcome> {
-        if file.contains('/') || file.starts_with('.') || !file.ends_with(".wasm") {
-            bail!(
-                "activate request names `{}`, not a .wasm file in the policy directory",
-                file.escape_debug()
-            );
-        }
-        let path = self.dir.dir.join(file);
-        let bytes = std::fs::read(&path)
-            .with_context(|| format!("reading candidate {}", path.display()))?;
-        let digest = crate::runtime::digest(&bytes);
-        let mut verdict = Verdict {
-            file: file.to_string(),
-            version: String::new(),
-            accepted: false,
-            detail: String::new(),
+        outcome: &mut PollOutcome,
+    ) -> bool {
+        let Some(job) = self.job.as_mut() else {
+            return false;
         };
-        // Compiled here, on the directory thread: callers keep being served
-        // by the current version meanwhile.
-        let result = PolicyRuntime::from_bytes(&bytes, &self.cache, self.limits)
-            .with_context(|| format!("loading candidate {file}"))
-            .and_then(|candidate| {
-                verdict.version = candidate.info().policy_version.clone();
+        let prepared = match job.done.take() {
+            Some(prepared) => prepared,
+            None => match job.rx.try_recv() {
+                Ok(prepared) => prepared,
+                Err(mpsc::TryRecvError::Empty) if job.started.elapsed() < self.deadline => {
+                    return false;
+                }
+                Err(mpsc::TryRecvError::Empty) => {
+                    let job = self.job.take().expect("a job");
+                    let detail = format!(
+                        "policy candidate {}: not read, compiled and self-checked within {} s; given up (its thread is abandoned)",
+                        job.file,
+                        self.deadline.as_secs_f64()
+                    );
+                    self.record(&job.file, job.stamp, None, String::new(), false, &detail);
+                    self.reject(outcome, detail);
+                    return true;
+                }
+                Err(mpsc::TryRecvError::Disconnected) => Prepared {
+                    stamp: None,
+                    digest: None,
+                    version: String::new(),
+                    result: Err(Refusal::Load(anyhow!(
+                        "loading candidate {}: the vetting thread ended without an answer",
+                        job.file
+                    ))),
+                },
+            },
+        };
+        let job = self.job.take().expect("a job");
+        let stamp = prepared.stamp.or(job.stamp);
+        let (digest, version) = (prepared.digest, prepared.version);
+        let serving = slot.current();
+        let result = match prepared.result {
+            Err(Refusal::Load(e)) => Err(e),
+            Err(Refusal::SelfCheck(e)) => Err(anyhow!(
+                "policy {} ({version}) rejected, {} ({}) keeps serving: {e:#}",
+                short(digest.as_deref().unwrap_or_default()),
+                short(serving.digest()),
+                serving.info().policy_version
+            )),
+            Ok(candidate) => {
                 let mut detail = String::new();
-                let swap = slot.activate(candidate, |c, serving| {
+                slot.activate(candidate, |c, serving| {
                     let report = vet(c, serving)?;
                     detail = format!(
                         "shadow evaluation: {} pods, {} with changed values",
@@ -542,30 +1077,73 @@ impl PolicyDirServer {
                         report.changed.len()
                     );
                     Ok(())
-                })?;
-                Ok((swap, detail))
-            });
+                })
+                .map(|swap| (swap, detail))
+            }
+        };
         match result {
             Ok((swap, detail)) => {
-                verdict.accepted = true;
-                verdict.detail = detail;
-                self.state.active_file = Some(file.to_string());
-                self.state.seen.insert(digest, verdict);
-                Ok(swap)
+                self.record(&job.file, stamp, digest, version, true, &detail);
+                outcome.swapped.push(swap);
             }
             Err(e) => {
-                verdict.detail = format!("{e:#}");
-                self.state.seen.insert(digest, verdict);
-                Err(e)
+                let detail = format!("{e:#}");
+                self.record(&job.file, stamp, digest, version, false, &detail);
+                self.reject(outcome, detail);
             }
         }
+        true
+    }
+
+    /// Record a verdict on `file` (as it was at `stamp`, the bytes with
+    /// `digest`).
+    fn record(
+        &mut self,
+        file: &str,
+        stamp: Option<FileStamp>,
+        digest: Option<String>,
+        version: String,
+        accepted: bool,
+        detail: &str,
+    ) {
+        if let Some(digest) = &digest {
+            self.state.seen.insert(
+                digest.clone(),
+                Verdict {
+                    file: file.to_string(),
+                    version,
+                    accepted,
+                    detail: detail.to_string(),
+                },
+            );
+        }
+        if let Some(stamp) = stamp {
+            self.state.files.insert(
+                file.to_string(),
+                FileVerdict {
+                    stamp,
+                    digest,
+                    accepted,
+                    detail: detail.to_string(),
+                },
+            );
+        }
+        if accepted {
+            self.state.active_file = Some(file.to_string());
+        }
+    }
+
+    fn reject(&mut self, outcome: &mut PollOutcome, detail: String) {
+        self.state.last_error = Some(detail.clone());
+        outcome.rejected.push(detail);
     }
 }
 
 /// Serve `slot` from a policy directory in a background thread, polling it
-/// every `interval`: for servers without a pod list of their own (the
-/// webhook), so a candidate is vetted by the self-check alone. Each swap or
-/// rejection is passed to `report`.
+/// every `interval` (and as soon as a candidate's vetting thread is done):
+/// for servers without a pod list of their own (the webhook), so a
+/// candidate is vetted by the self-check alone. Each swap or rejection is
+/// passed to `report`.
 pub fn watch_in_background(
     mut server: PolicyDirServer,
     slot: std::sync::Arc<PolicySlot>,
@@ -575,6 +1153,9 @@ pub fn watch_in_background(
     std::thread::Builder::new()
         .name("podpolicy-policy-dir".into())
         .spawn(move || {
+            // The vetting thread ran the self-check already; this one costs
+            // milliseconds and covers a candidate it skipped (the version
+            // that served when its thread started).
             let vet = |candidate: &PolicyRuntime, _: &PolicyRuntime| -> Result<ShadowReport> {
                 self_check(candidate)?;
                 Ok(ShadowReport::default())
@@ -584,7 +1165,11 @@ pub fn watch_in_background(
                     Ok(outcome) => report(&outcome),
                     Err(e) => tracing::error!(error = %format!("{e:#}"), "policy directory"),
                 }
-                std::thread::sleep(interval);
+                if server.is_idle() {
+                    std::thread::sleep(interval);
+                } else {
+                    server.wait_for_vetting(interval);
+                }
             }
         })
         .context("starting the policy directory thread")

@@ -157,6 +157,53 @@ impl PolicySlot {
     }
 }
 
+/// When a serving loop last went round: the loop calls [`Heartbeat::beat`]
+/// on every turn, a liveness probe (`/healthz`) asks
+/// [`Heartbeat::is_alive`]. A loop stuck in a read, a write or a call
+/// stops beating, and the probe says so instead of answering from another
+/// thread that is still fine.
+#[derive(Debug)]
+pub struct Heartbeat {
+    started: std::time::Instant,
+    /// Milliseconds from `started` to the last beat.
+    last_ms: std::sync::atomic::AtomicU64,
+}
+
+impl Default for Heartbeat {
+    fn default() -> Self {
+        Heartbeat::new()
+    }
+}
+
+impl Heartbeat {
+    /// A heartbeat that beat just now.
+    pub fn new() -> Heartbeat {
+        Heartbeat {
+            started: std::time::Instant::now(),
+            last_ms: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// The loop went round.
+    pub fn beat(&self) {
+        let now = self.started.elapsed().as_millis() as u64;
+        self.last_ms
+            .fetch_max(now, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// How long since the last beat.
+    pub fn age(&self) -> std::time::Duration {
+        let last = self.last_ms.load(std::sync::atomic::Ordering::Relaxed);
+        let now = self.started.elapsed().as_millis() as u64;
+        std::time::Duration::from_millis(now.saturating_sub(last))
+    }
+
+    /// Whether the loop beat within `max_age`.
+    pub fn is_alive(&self, max_age: std::time::Duration) -> bool {
+        self.age() <= max_age
+    }
+}
+
 /// The first 12 hex digits of a digest, for messages.
 pub fn short(digest: &str) -> &str {
     &digest[..digest.len().min(12)]
@@ -166,4 +213,5 @@ pub fn short(digest: &str) -> &str {
 const _: fn() = || {
     fn shared<T: Send + Sync>() {}
     shared::<PolicySlot>();
+    shared::<Heartbeat>();
 };

@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, anyhow, bail};
@@ -432,30 +432,17 @@ fn read_required(path: &Path) -> Result<String> {
 }
 
 /// A small text file, or `None` when nothing is at `path`. Only regular files
-/// are opened: a FIFO or device would block or never end.
+/// are read (a FIFO or device would block or never end), never more than
+/// [`MAX_FILE_BYTES`] (see [`crate::bounded_read`]).
 fn read_optional(path: &Path) -> Result<Option<String>> {
-    let metadata = match fs::metadata(path) {
-        Ok(metadata) => metadata,
-        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(err) => return Err(at(path, err)),
-    };
-    if !metadata.is_file() {
-        bail!("{}: not a regular file", path.display());
+    match crate::bounded_read::read_regular_file_to_string(path, MAX_FILE_BYTES, "sysfs file") {
+        Ok(text) => Ok(Some(text)),
+        Err(err) if err.is_not_found() => Ok(None),
+        Err(err @ crate::bounded_read::ReadError::TooLarge { .. }) => {
+            Err(anyhow!("{err}, far more than a sysfs attribute"))
+        }
+        Err(err) => Err(err.into()),
     }
-    let file = fs::File::open(path).map_err(|err| at(path, err))?;
-    let mut bytes = Vec::new();
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|err| at(path, err))?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        bail!(
-            "{}: larger than {MAX_FILE_BYTES} bytes, far more than a sysfs attribute",
-            path.display()
-        );
-    }
-    String::from_utf8(bytes)
-        .map(Some)
-        .map_err(|_| anyhow!("{}: not UTF-8 text", path.display()))
 }
 
 /// Whether `path` is a directory; `false` when nothing is there.

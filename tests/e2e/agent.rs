@@ -380,6 +380,20 @@ fn a_wrong_wit_version_is_refused_at_load() {
     );
 }
 
+/// Poll the policy directory until nothing is being vetted: candidates are
+/// vetted on their own thread, and a poll does not wait for them.
+fn poll_until_vetted(agent: &mut Agent, dir: &PolicyDir) {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        agent.poll_policy_dir().unwrap();
+        if dir.state().unwrap().vetting.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "vetting did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn the_policy_directory_swaps_good_versions_and_rejects_hostile_ones() {
     let s = setup("agent-policy-dir", &["fixtures/pods/kep-ide.yaml"]);
@@ -405,7 +419,7 @@ fn the_policy_directory_swaps_good_versions_and_rejects_hostile_ones() {
             component(hostility),
         )
         .unwrap();
-        agent.poll_policy_dir().unwrap();
+        poll_until_vetted(&mut agent, &dir);
         assert_eq!(
             agent.slot().current().digest(),
             base,
@@ -425,7 +439,7 @@ fn the_policy_directory_swaps_good_versions_and_rejects_hostile_ones() {
     // A good version goes in (and says how the shadow evaluation went).
     let good = embedded_variant("v2");
     let path = dir.submit(&good).unwrap();
-    agent.poll_policy_dir().unwrap();
+    poll_until_vetted(&mut agent, &dir);
     let swapped = agent.slot().current().digest().to_string();
     assert_eq!(swapped, podpolicy::runtime::digest(&good));
     let state = dir.state().unwrap();

@@ -19,6 +19,8 @@
 //! - `node_state`: manager checkpoints, restart, release, cpuset writes.
 //! - `outputs`: every JSON output's apiVersion/kind and schema (schemas/output), tables.
 //! - `pod_inputs`: pods and workloads from files and directories, strict fields, static pod uids.
+//! - `policy_dir`: the policy directory against links, FIFOs, huge and half-written
+//!   candidates, stray request files; vetting off the polling thread.
 //! - `properties`: proptest invariants over generated pods and nodes (memory order, ranges, defaulting).
 //! - `resize`: KEP-1287 plans, rejections, the usage guard, failure injection.
 //! - `sysfs`: topology discovery over fixtures/sysfs and broken trees.
@@ -41,6 +43,7 @@ mod node_inputs;
 mod node_state;
 mod outputs;
 mod pod_inputs;
+mod policy_dir;
 mod properties;
 mod resize;
 mod sysfs;

@@ -684,3 +684,61 @@ fn a_kubeadm_configuration_file_gives_its_kubelet_configuration() {
     let text = error_text(read(Some(&workspace().join(NODE)), Some(&file)));
     assert!(text.contains("2 of kind KubeletConfiguration"), "{text}");
 }
+
+#[test]
+fn a_device_or_a_fifo_given_as_node_or_kubelet_configuration_is_refused_at_once() {
+    let dir = temp_dir("node-inputs-special");
+    let fifo = dir.join("node.yaml");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+    let fifo = fifo.display().to_string();
+    for (flag, input, what, kind) in [
+        ("--node", "/dev/zero", "node file", "a character device"),
+        ("--node", fifo.as_str(), "node file", "a FIFO"),
+        (
+            "--kubelet-config",
+            "/dev/zero",
+            "KubeletConfiguration",
+            "a character device",
+        ),
+        (
+            "--kubelet-config",
+            fifo.as_str(),
+            "KubeletConfiguration",
+            "a FIFO",
+        ),
+    ] {
+        let (code, _, stderr) = crate::pod_inputs::podpolicy_within(
+            &["explain", flag, input, "fixtures/pods/kep-ide.yaml"],
+            std::time::Duration::from_secs(60),
+        );
+        assert_eq!(code, 2, "{flag} {input}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{input}: {what} is not a regular file ({kind})")),
+            "{flag} {input}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn json_node_files_and_kubelet_configurations_read_as_json_with_a_byte_order_mark() {
+    let dir = temp_dir("node-inputs-json");
+    // The fixtures as JSON, behind a byte order mark, with a surrogate pair
+    // in a string the reader keeps (the node's name).
+    let mut node = yaml_value(&workspace().join(NODE));
+    node["metadata"]["name"] = json!("node-\u{1f600}");
+    let node_text = serde_json::to_string(&node)
+        .expect("json")
+        .replace('\u{1f600}', "\\ud83d\\ude00");
+    assert!(node_text.contains("\\ud83d\\ude00"));
+    let node_path = dir.join("node.json");
+    std::fs::write(&node_path, format!("\u{feff}{node_text}")).expect("write");
+    let kubelet = serde_json::to_string(&yaml_value(&workspace().join(KUBELET))).expect("json");
+    let kubelet_path = dir.join("kubelet.json");
+    std::fs::write(&kubelet_path, format!("\u{feff}{kubelet}")).expect("write");
+
+    let from_json = read(Some(&node_path), Some(&kubelet_path)).expect("the JSON files read");
+    assert_eq!(from_json.settings.name, "node-\u{1f600}");
+    let mut from_yaml = read_pair();
+    from_yaml.settings.name = from_json.settings.name.clone();
+    assert_eq!(from_json.settings, from_yaml.settings);
+}

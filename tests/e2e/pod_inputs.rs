@@ -768,3 +768,177 @@ fn explain_reads_a_directory() {
         .collect();
     assert_eq!(pods, ["monitoring/node-exporter", "default/pi", "data/db"]);
 }
+
+/// The `podpolicy` binary under a 2 GiB data limit (`ulimit -d`): a build
+/// that reads `/dev/zero` without bound fails an allocation there instead
+/// of taking the machine's memory.
+pub(crate) fn podpolicy_command() -> std::process::Command {
+    let mut command = std::process::Command::new("sh");
+    command
+        .arg("-c")
+        .arg("ulimit -d 2097152 && exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_podpolicy"));
+    command
+}
+
+/// Run `podpolicy`, killed after `limit`: an input that blocks or never
+/// ends fails the test instead of hanging it.
+pub(crate) fn podpolicy_within(args: &[&str], limit: std::time::Duration) -> (i32, String, String) {
+    use std::io::Read as _;
+    use std::process::Stdio;
+    let mut child = podpolicy_command()
+        .args(args)
+        .env("PODPOLICY_CACHE_DIR", crate::util::cache_dir())
+        .current_dir(workspace())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running podpolicy");
+    let deadline = std::time::Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for podpolicy") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("podpolicy {args:?} still ran after {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    child
+        .stdout
+        .take()
+        .expect("piped")
+        .read_to_string(&mut stdout)
+        .expect("stdout");
+    child
+        .stderr
+        .take()
+        .expect("piped")
+        .read_to_string(&mut stderr)
+        .expect("stderr");
+    (status.code().unwrap_or(-1), stdout, stderr)
+}
+
+#[test]
+fn a_device_or_a_fifo_given_as_pods_is_refused_at_once() {
+    let dir = temp_dir("pod-inputs-special");
+    let fifo = dir.join("pod.yaml");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+    let link = dir.join("zero.yaml");
+    std::os::unix::fs::symlink("/dev/zero", &link).expect("symlink");
+    let pods = dir.join("pods");
+    std::fs::create_dir(&pods).expect("mkdir");
+    std::fs::copy(workloads().join("job.yaml"), pods.join("job.yaml")).expect("copy");
+    nix::unistd::mkfifo(&pods.join("zz.yaml"), nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+    let (fifo, link, in_dir) = (
+        fifo.display().to_string(),
+        link.display().to_string(),
+        pods.join("zz.yaml").display().to_string(),
+    );
+    for (input, shown, kind) in [
+        ("/dev/zero", "/dev/zero", "a character device"),
+        (fifo.as_str(), fifo.as_str(), "a FIFO"),
+        (link.as_str(), link.as_str(), "a character device"),
+        (pods.to_str().expect("path"), in_dir.as_str(), "a FIFO"),
+    ] {
+        let (code, _, stderr) = podpolicy_within(
+            &[
+                "explain",
+                "--node",
+                "fixtures/nodes/node-1000gi.yaml",
+                input,
+            ],
+            std::time::Duration::from_secs(60),
+        );
+        assert_eq!(code, 2, "{input}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{shown}: pod file is not a regular file ({kind})")),
+            "{input}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn an_oversized_pod_file_is_refused_by_its_size() {
+    let dir = temp_dir("pod-inputs-oversized");
+    let path = dir.join("huge.yaml");
+    // Sparse: refused by its size, before anything is read.
+    std::fs::File::create(&path)
+        .expect("create")
+        .set_len(podpolicy::pod_input::MAX_INPUT_BYTES as u64 + 1)
+        .expect("set_len");
+    let error = format!("{:#}", read_pods(&path).expect_err("too large"));
+    assert!(
+        error.ends_with(&format!(
+            "pod file is larger than {} bytes ({} bytes)",
+            podpolicy::pod_input::MAX_INPUT_BYTES,
+            podpolicy::pod_input::MAX_INPUT_BYTES + 1
+        )),
+        "{error}"
+    );
+}
+
+const SMILE: &str = r#"{"apiVersion": "v1", "kind": "Pod",
+ "metadata": {"name": "smile", "annotations": {"note": "\ud83d\ude00 \u00e9"}},
+ "spec": {"containers": [{"name": "app", "image": "app",
+   "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}"#;
+
+#[test]
+fn json_is_read_as_json_and_a_byte_order_mark_is_skipped() {
+    // A surrogate pair is valid JSON (a YAML parser refuses it).
+    let docs = parse_pods_with("smile.json", SMILE, &ReadOptions::default())
+        .expect("JSON with a surrogate pair")
+        .docs;
+    assert_eq!(
+        docs[0].json["metadata"]["annotations"]["note"],
+        "\u{1f600} \u{e9}"
+    );
+    assert_json_is_the_pod(&docs[0]);
+
+    // A byte order mark before JSON or YAML, as some editors write it.
+    let with_bom = format!("\u{feff}{SMILE}");
+    let docs = podpolicy::pod_input::parse_pods("bom.json", &with_bom).expect("BOM + JSON");
+    assert_eq!(docs[0].pod.name, "smile");
+    let yaml = "\u{feff}apiVersion: v1\nkind: Pod\nmetadata:\n  name: bom\nspec:\n  containers:\n  - name: app\n    image: app\n";
+    let docs = podpolicy::pod_input::parse_pods("bom.yaml", yaml).expect("BOM + YAML");
+    assert_eq!(docs[0].pod.name, "bom");
+
+    // Several JSON objects one after another, as kubectl reads them.
+    let stream = format!("{SMILE}\n{}", SMILE.replace("\"smile\"", "\"twin\""));
+    let docs = podpolicy::pod_input::parse_pods("stream.json", &stream).expect("JSON stream");
+    let names: Vec<&str> = docs.iter().map(|d| d.pod.name.as_str()).collect();
+    assert_eq!(names, ["smile", "twin"]);
+
+    // A YAML flow mapping starts with `{` too, and stays YAML.
+    let flow = "{apiVersion: v1, kind: Pod, metadata: {name: flow}, spec: {containers: [{name: app, image: app}]}}";
+    let docs = podpolicy::pod_input::parse_pods("flow.yaml", flow).expect("YAML flow mapping");
+    assert_eq!(docs[0].pod.name, "flow");
+
+    // Broken JSON is reported as JSON, with its position.
+    let error = format!(
+        "{:#}",
+        podpolicy::pod_input::parse_pods("broken.json", "{\"kind\": \"Pod\",\n \"spec\": [}")
+            .expect_err("broken JSON")
+    );
+    assert!(
+        error.starts_with("broken.json: document 1: ") && error.contains("line 2 column"),
+        "{error}"
+    );
+
+    // From a file through the CLI.
+    let dir = temp_dir("pod-inputs-bom");
+    let path = dir.join("smile.json");
+    std::fs::write(&path, &with_bom).expect("write");
+    let (code, stdout, stderr) = podpolicy(&[
+        "explain",
+        "--node",
+        "fixtures/nodes/node-1000gi.yaml",
+        path.to_str().expect("path"),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("POD default/smile"), "{stdout}");
+}
