@@ -36,9 +36,13 @@ pub fn start_state(
     match policy.start_managers(topology, &state, node)? {
         Ok(Ok(state)) => Ok(state),
         Ok(Err(e)) => bail!(
-            "the resource managers refuse to start: {} ({:?}){}",
+            "the resource managers refuse to start: {}{}{}",
             e.message,
-            e.reason,
+            if e.reason.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", e.reason)
+            },
             match state_dir {
                 Some(dir) => format!(
                     "; the checkpoints in {} were written for other settings: the kubelet refuses them too (drain the node and remove them)",

@@ -33,7 +33,7 @@ use crate::pod_input::PodDocument;
 use crate::policy_dir::{PolicyDirServer, ShadowReport};
 use crate::runtime::{Cache, Limits, PolicyRuntime};
 use crate::state_dir::{StateDir, crash_point};
-use crate::swap::{PolicySlot, short};
+use crate::swap::{Heartbeat, PolicySlot, short};
 use crate::{checkpoint, format_field_errors};
 
 /// Everything the agent is configured with.
@@ -161,6 +161,9 @@ pub struct Agent {
     recovered: bool,
     /// A manifest is unsettled: reconcile again soon, not at the resync.
     recheck_soon: bool,
+    /// Beaten on every turn of the loop: a pass stuck in a read, a write or
+    /// a call stops it, and `/healthz` says so.
+    heartbeat: Arc<Heartbeat>,
     /// The files of the last commit (an unchanged pass commits nothing).
     committed: Option<Vec<(&'static str, Vec<u8>)>>,
     managers: Option<Managers>,
@@ -268,6 +271,7 @@ impl Agent {
             last_status: None,
             recovered: false,
             recheck_soon: false,
+            heartbeat: Arc::new(Heartbeat::new()),
             committed: None,
             managers,
             started,
@@ -369,8 +373,24 @@ impl Agent {
         Ok((docs, unsettled))
     }
 
-    /// Handle the policy directory's requests and candidates once.
+    /// Handle the policy directory's requests and candidates once, without
+    /// waiting for a candidate being vetted (a later call swaps it in).
     pub fn poll_policy_dir(&mut self) -> Result<()> {
+        self.policy_dir_step(None)
+    }
+
+    /// Like [`Agent::poll_policy_dir`], but wait up to `timeout` for the
+    /// candidates being vetted (`agent --once`).
+    pub fn settle_policy_dir(&mut self, timeout: Duration) -> Result<()> {
+        self.policy_dir_step(Some(timeout))
+    }
+
+    /// The agent loop's liveness, for `/healthz`.
+    pub fn heartbeat(&self) -> Arc<Heartbeat> {
+        self.heartbeat.clone()
+    }
+
+    fn policy_dir_step(&mut self, settle: Option<Duration>) -> Result<()> {
         let Some(server) = self.policy_dir.as_mut() else {
             return Ok(());
         };
@@ -380,15 +400,22 @@ impl Agent {
         let vet = |candidate: &PolicyRuntime, serving: &PolicyRuntime| -> Result<ShadowReport> {
             crate::policy_dir::vet(candidate, serving, &docs, &node)
         };
-        let outcome = server.poll(&self.slot, &vet)?;
+        let outcome = match settle {
+            None => server.poll(&self.slot, &vet)?,
+            Some(timeout) => server.settle(&self.slot, &vet, timeout)?,
+        };
         for swap in &outcome.swapped {
             tracing::info!(
                 from = short(&swap.from_digest),
                 to = short(&swap.to_digest),
                 version = %swap.to_version,
+                rollback = swap.rollback,
                 "policy swapped"
             );
-            Metrics::count(&self.metrics.swaps, "swapped");
+            Metrics::count(
+                &self.metrics.swaps,
+                if swap.rollback { "rolled_back" } else { "swapped" },
+            );
         }
         for reason in &outcome.rejected {
             tracing::warn!(reason = %reason, "policy candidate or request rejected");
@@ -911,8 +938,9 @@ impl Agent {
                         .get_or_create(&labels)
                         .set(high);
                 }
-                let events = path.dir_in(root.dir()).join("memory.events");
-                if let Some(high_events) = read_memory_events(&events).get("high") {
+                if let Some(high_events) =
+                    read_memory_events(root, &path.dir_in(root.dir())).get("high")
+                {
                     Metrics::set_counter(
                         &self.metrics.throttle_events.get_or_create(&labels),
                         *high_events,
@@ -1010,6 +1038,13 @@ impl Agent {
                 .watch(dir, notify::RecursiveMode::Recursive)
                 .with_context(|| format!("watching {}", dir.display()))?;
         }
+        // A vetted candidate is swapped in at once, not at the next resync.
+        if let Some(server) = self.policy_dir.as_mut() {
+            let tx = tx.clone();
+            server.set_waker(move || {
+                let _ = tx.send(());
+            });
+        }
         // Signals and other wake-ups arrive on `wake`; forward them.
         std::thread::spawn(move || {
             while wake.recv().is_ok() {
@@ -1019,7 +1054,9 @@ impl Agent {
             }
         });
         while !stop.load(Ordering::SeqCst) {
+            self.heartbeat.beat();
             self.reconcile_and_log();
+            self.heartbeat.beat();
             let before = self.slot.current().digest().to_string();
             if let Err(e) = self.poll_policy_dir() {
                 tracing::error!(error = %format!("{e:#}"), "policy directory");
@@ -1115,9 +1152,12 @@ fn node_warnings(policy: &PolicyRuntime, node: &NodeSettings) -> Vec<String> {
     }
 }
 
-/// The counters of a `memory.events` file (`low`, `high`, `max`, `oom`, `oom_kill`, ...).
-pub fn read_memory_events(path: &Path) -> BTreeMap<String, u64> {
-    std::fs::read_to_string(path)
+/// The counters of a cgroup's `memory.events` file (`low`, `high`, `max`,
+/// `oom`, `oom_kill`, ...), read beneath the root like every cgroup file.
+pub fn read_memory_events(root: &CgroupRoot, cgroup: &Path) -> BTreeMap<String, u64> {
+    cgroupfs::read_file(root, cgroup, "memory.events")
+        .ok()
+        .flatten()
         .unwrap_or_default()
         .lines()
         .filter_map(|line| {

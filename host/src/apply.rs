@@ -584,7 +584,7 @@ pub fn apply_pods(
     {
         crate::checkpoint::save(dir, &placement.state).context("saving the manager checkpoints")?;
     }
-    apply_explained(docs, &report, node, options, &[]).map(ApplyOutcome::Planned)
+    apply_owners(docs, &report, node, options, &[], true).map(ApplyOutcome::Planned)
 }
 
 /// Put `extra` files (e.g. the resource managers' cpusets) over the
@@ -672,6 +672,22 @@ pub fn apply_explained(
     node: &NodeSettings,
     options: &ApplyOptions,
     extra: &[CgroupValues],
+) -> Result<ApplyReport> {
+    apply_owners(docs, report, node, options, extra, false)
+}
+
+/// [`apply_explained`]; with `refuse_input_errors`, an owner that cannot be
+/// planned from its input (a refused name or file, a cgroup two pods map
+/// to) stops the whole run before any write: the one-shot `apply` command
+/// writes all of a correct input or nothing, while failures at write time
+/// still stop only their owner.
+fn apply_owners(
+    docs: &[PodDocument],
+    report: &Report,
+    node: &NodeSettings,
+    options: &ApplyOptions,
+    extra: &[CgroupValues],
+    refuse_input_errors: bool,
 ) -> Result<ApplyReport> {
     if node.cgroup_version != CgroupVersion::V2 {
         bail!("apply writes cgroup v2 only; the node settings say cgroupVersion v1");
@@ -799,6 +815,13 @@ pub fn apply_explained(
                 "internal: the managers' files for {} belong to no pod being applied",
                 values.path
             ),
+        }
+    }
+
+    if refuse_input_errors {
+        let errors: Vec<&str> = units.iter().filter_map(|u| u.error.as_deref()).collect();
+        if !errors.is_empty() {
+            bail!("{}\nnothing was written", errors.join("\n"));
         }
     }
 

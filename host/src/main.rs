@@ -536,8 +536,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             command: PolicyCommand::Export { path },
         } => {
             let bytes = match &cli.policy {
-                Some(source) => std::fs::read(source)
-                    .with_context(|| format!("reading {}", source.display()))?,
+                Some(source) => podpolicy::bounded_read::read_regular_file(
+                    source,
+                    podpolicy::policy_dir::MAX_CANDIDATE_BYTES,
+                    "policy component",
+                )?,
                 None => podpolicy::runtime::EMBEDDED_POLICY.to_vec(),
             };
             std::fs::write(path, &bytes).with_context(|| format!("writing {}", path.display()))?;
@@ -552,8 +555,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Policy {
             command: PolicyCommand::Activate { file, policy_dir },
         } => {
-            let bytes =
-                std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+            let bytes = podpolicy::bounded_read::read_regular_file(
+                file,
+                podpolicy::policy_dir::MAX_CANDIDATE_BYTES,
+                "policy component",
+            )?;
             let candidate = PolicyRuntime::from_bytes(&bytes, &cache(&cli), limits(&cli))
                 .with_context(|| format!("loading candidate {}", file.display()))?;
             podpolicy::policy_dir::self_check(&candidate)
@@ -914,7 +920,8 @@ fn run_agent(
     let slot = std::sync::Arc::new(podpolicy::swap::PolicySlot::new(policy));
     let mut agent = podpolicy::agent::Agent::start(options, slot, metrics.clone(), started)?;
     if once {
-        agent.poll_policy_dir()?;
+        // One shot: candidates are vetted to the end before the pass.
+        agent.settle_policy_dir(podpolicy::policy_dir::VETTING_DEADLINE)?;
         let report = agent.reconcile()?;
         print(Format::Json, "ReconcileReport", String::new, &report)?;
         return Ok(if report.errors.is_empty() && report.rejected.is_empty() {

@@ -868,7 +868,11 @@ impl PolicyDirServer {
                 }
             };
             match result {
-                Ok(Some(swap)) => outcome.swapped.push(swap),
+                Ok(Some(swap)) => {
+                    // A success clears the last failure: it is history now.
+                    self.state.last_error = None;
+                    outcome.swapped.push(swap);
+                }
                 Ok(None) => {}
                 Err(e) => self.reject(outcome, format!("{e:#}")),
             }
@@ -1084,6 +1088,7 @@ impl PolicyDirServer {
         match result {
             Ok((swap, detail)) => {
                 self.record(&job.file, stamp, digest, version, true, &detail);
+                self.state.last_error = None;
                 outcome.swapped.push(swap);
             }
             Err(e) => {

@@ -170,8 +170,9 @@ fn stop(steps: Vec<StepReport>, outcome: Outcome) -> Execution {
 
 /// The real cgroup filesystem under a root directory: every read and
 /// write goes through [`crate::cgroupfs`], resolved beneath the root, never
-/// through a symlink; files are never created (a resize changes the files a
-/// running pod's cgroups have).
+/// through a symlink. On a cgroup2 mount no file is created (the kernel's
+/// files are there or the controller is off); a stand-in directory gets the
+/// file, as `apply` creates them there.
 pub struct FsIo {
     /// The cgroup root the pod's directories are below.
     pub root: crate::cgroupfs::CgroupRoot,
@@ -186,7 +187,8 @@ impl CgroupIo for FsIo {
 
     fn write(&mut self, cgroup: &Path, file: &str, value: &str) -> Result<()> {
         crate::cgroupfs::validate_name("cgroup file name", file).map_err(|e| anyhow::anyhow!("{e}"))?;
-        crate::cgroupfs::write_file(&self.root, &cgroup.join(file), value, false)
+        let create = self.root.kind() == crate::cgroupfs::RootKind::Directory;
+        crate::cgroupfs::write_file(&self.root, &cgroup.join(file), value, create)
             .map_err(|e| anyhow::anyhow!("{e}"))
     }
 }

@@ -41,6 +41,8 @@ pub struct SwapOutcome {
     pub to_digest: String,
     /// Policy version string of the version that serves now.
     pub to_version: String,
+    /// Whether this was a rollback (to the version served before).
+    pub rollback: bool,
 }
 
 impl PolicySlot {
@@ -107,6 +109,7 @@ impl PolicySlot {
                 from_digest: serving.digest().to_string(),
                 to_digest: serving.digest().to_string(),
                 to_version: serving.info().policy_version.clone(),
+                rollback: false,
             });
         }
         vet(&candidate, &serving).map_err(|e| {
@@ -130,6 +133,7 @@ impl PolicySlot {
             from_digest: state.current.digest().to_string(),
             to_digest: candidate.digest().to_string(),
             to_version: candidate.info().policy_version.clone(),
+            rollback: false,
         };
         let old = std::mem::replace(&mut state.current, candidate);
         state.previous.push(old);
@@ -150,6 +154,7 @@ impl PolicySlot {
             from_digest: state.current.digest().to_string(),
             to_digest: previous.digest().to_string(),
             to_version: previous.info().policy_version.clone(),
+            rollback: true,
         };
         state.current = previous;
         state.swaps += 1;

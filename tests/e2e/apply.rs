@@ -307,7 +307,7 @@ fn dry_run_prints_the_diff_and_writes_nothing() {
     assert_eq!(code, 0);
     assert_eq!(
         report["changes"],
-        json!([{"action": "write", "path": format!("{mesh}/memory.max"), "old": "1", "new": "134217728"}])
+        json!([{"owner": "shop/checkout-7d9f8b6c5-x2k9p", "status": "planned", "action": "write", "path": format!("{mesh}/memory.max"), "old": "1", "new": "134217728"}])
     );
     assert_eq!(
         std::fs::read_to_string(format!("{mesh}/memory.max")).expect("read"),

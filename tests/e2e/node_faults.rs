@@ -666,10 +666,14 @@ fn system_directories_and_kernel_filesystems_are_refused_as_roots() {
 }
 
 #[test]
-fn resize_apply_creates_no_file_and_follows_no_symlink() {
+fn resize_apply_follows_no_symlink() {
     let dir = temp_dir("resize-apply-safe");
     let root = dir.join("cgroup");
+    let outside = dir.join("outside");
     std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(outside.join("kubepods.slice")).unwrap();
+    // Every pod cgroup is below kubepods.slice: make it a link out.
+    std::os::unix::fs::symlink(outside.join("kubepods.slice"), root.join("kubepods.slice")).unwrap();
     let (code, out, err) = podpolicy(&[
         "resize",
         "--node",
@@ -680,7 +684,7 @@ fn resize_apply_creates_no_file_and_follows_no_symlink() {
         "--cgroup-root",
         root.to_str().unwrap(),
     ]);
-    // No cgroup of the pod exists: the write fails instead of creating it.
-    assert_ne!(code, 0, "{out}{err}");
-    assert!(walk(&root).iter().all(|p| p.is_dir()), "files were created: {:?}", walk(&root));
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.contains("symbolic link") || err.contains("symbolic link"), "{out}{err}");
+    assert_eq!(walk(&outside), vec![outside.join("kubepods.slice")], "written through the link");
 }
