@@ -1,6 +1,7 @@
 //! `/metrics`: request counts by endpoint and result, a latency histogram
-//! per endpoint, evaluations in flight, and which policy serves (digest and
-//! versions, refreshed at every scrape because the slot can swap).
+//! per endpoint, evaluations in flight, warm instances, open connections,
+//! and which policy serves (digest and versions, refreshed at every scrape
+//! because the slot can swap).
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -46,6 +47,8 @@ pub(crate) struct Metrics {
     in_flight: Gauge,
     policy: Family<PolicyLabels, Gauge>,
     swaps: Gauge,
+    warm_instances: Gauge,
+    connections: Gauge,
     /// The digest `policy` shows, to rebuild it only after a swap.
     shown_digest: Mutex<String>,
 }
@@ -85,6 +88,18 @@ impl Metrics {
             "Policy swaps and rollbacks since start",
             swaps.clone(),
         );
+        let warm_instances = Gauge::default();
+        registry.register(
+            "warm_instances",
+            "Evaluation threads holding a warm policy instance (one per --max-concurrency thread when healthy)",
+            warm_instances.clone(),
+        );
+        let connections = Gauge::default();
+        registry.register(
+            "connections",
+            "Open client connections (at most --max-connections)",
+            connections.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -92,6 +107,8 @@ impl Metrics {
             in_flight,
             policy,
             swaps,
+            warm_instances,
+            connections,
             shown_digest: Mutex::new(String::new()),
         }
     }
@@ -107,6 +124,14 @@ impl Metrics {
 
     pub(crate) fn in_flight(&self) -> &Gauge {
         &self.in_flight
+    }
+
+    pub(crate) fn warm_instances(&self) -> &Gauge {
+        &self.warm_instances
+    }
+
+    pub(crate) fn connections(&self) -> &Gauge {
+        &self.connections
     }
 
     /// The OpenMetrics text, with the policy gauge showing the serving version.
