@@ -377,9 +377,14 @@ enum Format {
 }
 
 fn main() -> ExitCode {
+    // Colour only for a person at a terminal: log collectors (a pod's
+    // stderr, journald, a pipe) get plain text. NO_COLOR is honoured too.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("PODPOLICY_LOG"))
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .init();
     START.get_or_init(std::time::Instant::now);
     let cli = Cli::parse();

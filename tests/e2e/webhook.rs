@@ -1607,6 +1607,31 @@ async fn idle_and_half_sent_connections_are_closed_and_the_connection_cap_holds(
     server.stop().await;
 }
 
+/// Logs written to a pipe (a pod's stderr, journald) carry no ANSI colour
+/// codes; here at debug level, with a bad review to log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhook_command_logs_plain_text_to_a_pipe() {
+    let process = WebhookProcess::spawn("webhook-logs", &[], &[("PODPOLICY_LOG", "debug")]);
+    let mut client = process.client().await;
+    let reply = client
+        .post("/validate", "application/json", b"{".to_vec())
+        .await
+        .expect("request");
+    assert_eq!(reply.status, 400);
+    drop(client);
+    let (status, stderr) = process.terminate();
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(
+        stderr.contains("bad review"),
+        "the debug log is missing:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains("\x1b["),
+        "ANSI escape codes in the log:\n{}",
+        stderr.escape_debug()
+    );
+}
+
 /// Unreadable or mismatched TLS files: exit 2 with a message naming them.
 #[test]
 fn the_webhook_command_refuses_bad_tls_files() {
