@@ -835,7 +835,9 @@ async fn health_readiness_and_metrics() {
         "podpolicy_webhook_requests_total{endpoint=\"validate\",result=\"bad_request\"} 1",
         "podpolicy_webhook_request_duration_seconds_count{endpoint=\"mutate\"} 1",
         "podpolicy_webhook_evaluations_in_flight 0",
-        "podpolicy_webhook_policy_swaps 0",
+        // A count that only grows is a counter, so that rate() works on it.
+        "# TYPE podpolicy_webhook_policy_swaps counter",
+        "podpolicy_webhook_policy_swaps_total 0",
         // Every evaluation thread holds its warm instance.
         warm.as_str(),
     ] {
@@ -910,7 +912,7 @@ async fn hot_swap_and_rollback_while_serving() {
     let server = TestServer::start_with(options(), slot.clone()).await;
     let mut client = server.client().await;
     let doc = fixture("kep-ide.yaml");
-    let mut check = async |round: &str, digest: &str| {
+    let mut check = async |round: &str, digest: &str, swaps: u64| {
         for path in ["/mutate", "/validate"] {
             let uid = format!("{round}{path}");
             let reply = client
@@ -923,14 +925,19 @@ async fn hot_swap_and_rollback_while_serving() {
         assert!(ready.contains(&digest[..12]), "{round}: {ready}");
         let metrics = client.get("/metrics").await.expect("request").text();
         assert!(metrics.contains(&format!("digest=\"{digest}\"")), "{round}");
+        let counted = format!("\npodpolicy_webhook_policy_swaps_total {swaps}\n");
+        assert!(
+            metrics.contains(&counted),
+            "{round}: `{counted}` missing in:\n{metrics}"
+        );
     };
-    check("before", &first_digest).await;
+    check("before", &first_digest, 0).await;
     let second_digest = candidate.digest().to_string();
     assert_ne!(first_digest, second_digest);
     slot.activate(candidate, |_, _| Ok(())).expect("swap");
-    check("after the swap", &second_digest).await;
+    check("after the swap", &second_digest, 1).await;
     slot.rollback().expect("rollback");
-    check("after the rollback", &first_digest).await;
+    check("after the rollback", &first_digest, 2).await;
     server.stop().await;
 }
 
