@@ -1073,6 +1073,36 @@ fn deploy_manifests_parse_as_their_kinds_and_match_the_server() {
         probe_path(&container.liveness_probe).as_deref(),
         Some("/healthz")
     );
+    // Every evaluation thread keeps an instance that can grow to the memory
+    // cap: the flags are in range and the threads fit the memory limit.
+    let flag = |name: &str| {
+        args.iter()
+            .find_map(|a| a.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("{name} missing in {args:?}"))
+            .to_string()
+    };
+    let concurrency = podpolicy::webhook::flags::max_concurrency(&flag("--max-concurrency"))
+        .expect("--max-concurrency in range");
+    podpolicy::webhook::flags::max_connections(&flag("--max-connections"))
+        .expect("--max-connections in range");
+    podpolicy::webhook::flags::request_timeout_ms(&flag("--request-timeout"))
+        .expect("--request-timeout in range");
+    let memory_limit = container
+        .resources
+        .as_ref()
+        .and_then(|r| r.limits.as_ref())
+        .and_then(|l| l.get("memory"))
+        .map(|q| q.0.clone())
+        .expect("a memory limit");
+    let mebibytes: usize = memory_limit
+        .strip_suffix("Mi")
+        .and_then(|m| m.parse().ok())
+        .unwrap_or_else(|| panic!("memory limit {memory_limit} is not in Mi"));
+    assert!(
+        concurrency * Limits::default().memory_bytes <= mebibytes << 20,
+        "--max-concurrency={concurrency} instances of up to {} MiB do not fit the {memory_limit} limit",
+        Limits::default().memory_bytes >> 20
+    );
     let secret_volume = pod
         .volumes
         .iter()
@@ -1200,11 +1230,8 @@ fn deploy_manifests_parse_as_their_kinds_and_match_the_server() {
 
     // The node agent: `podpolicy agent` with the host paths it needs.
     let daemonset = daemonset.expect("daemonset");
-    let pod = daemonset
-        .spec
-        .as_ref()
-        .and_then(|s| s.template.spec.as_ref())
-        .expect("pod spec");
+    let template = &daemonset.spec.as_ref().expect("spec").template;
+    let pod = template.spec.as_ref().expect("pod spec");
     let container = &pod.containers[0];
     let args = container.args.clone().unwrap_or_default();
     assert_eq!(
@@ -1217,12 +1244,72 @@ fn deploy_manifests_parse_as_their_kinds_and_match_the_server() {
             "/var/lib/podpolicy/policies",
             "--pods-dir",
             "/etc/kubernetes/podpolicy/pods",
+            "--node",
+            "/etc/kubernetes/podpolicy/node.yaml",
+            "--kubelet-config",
+            "/var/lib/kubelet/config.yaml",
             "--metrics-addr",
-            "127.0.0.1:9464",
+            "0.0.0.0:9464",
             "--proc-root",
             "/host/proc"
         ]
     );
+    // Metrics on the pod IP, on a named port, with scrape annotations.
+    let metrics_addr: std::net::SocketAddr = args
+        .iter()
+        .skip_while(|a| *a != "--metrics-addr")
+        .nth(1)
+        .expect("--metrics-addr")
+        .parse()
+        .expect("--metrics-addr is HOST:PORT");
+    assert!(
+        !metrics_addr.ip().is_loopback(),
+        "{metrics_addr}: Prometheus and the kubelet's probes come from outside the pod"
+    );
+    let ports = container.ports.clone().unwrap_or_default();
+    let metrics_port = ports
+        .iter()
+        .find(|p| p.name.as_deref() == Some("metrics"))
+        .expect("a container port named metrics");
+    assert_eq!(metrics_port.container_port, i32::from(metrics_addr.port()));
+    let annotations = template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.annotations.clone())
+        .unwrap_or_default();
+    assert_eq!(
+        annotations.get("prometheus.io/scrape").map(String::as_str),
+        Some("true")
+    );
+    assert_eq!(
+        annotations.get("prometheus.io/port"),
+        Some(&metrics_addr.port().to_string())
+    );
+    assert_eq!(
+        annotations.get("prometheus.io/path").map(String::as_str),
+        Some("/metrics")
+    );
+    // Probes on that port, at paths the agent's endpoint serves.
+    let agent_metrics = std::sync::Arc::new(podpolicy::metrics::Metrics::new());
+    let served = podpolicy::metrics::serve("127.0.0.1:0".parse().unwrap(), agent_metrics.clone())
+        .expect("the agent's endpoint starts");
+    for (probe, path, before_a_pass) in [
+        (&container.liveness_probe, "/healthz", 200),
+        (&container.readiness_probe, "/readyz", 503),
+    ] {
+        let get = probe
+            .as_ref()
+            .and_then(|p| p.http_get.as_ref())
+            .unwrap_or_else(|| panic!("no httpGet probe for {path}"));
+        assert_eq!(get.path.as_deref(), Some(path));
+        assert_eq!(
+            get.port,
+            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("metrics".into())
+        );
+        assert_eq!(plain_get_status(served, path), before_a_pass, "{path}");
+    }
+    podpolicy::metrics::Metrics::count(&agent_metrics.reconciles, "ok");
+    assert_eq!(plain_get_status(served, "/readyz"), 200);
     assert_eq!(
         pod.host_pid,
         Some(true),
@@ -1241,6 +1328,8 @@ fn deploy_manifests_parse_as_their_kinds_and_match_the_server() {
         ("/sys/devices/system", true),
         ("/var/lib/podpolicy", false),
         ("/etc/kubernetes/podpolicy/pods", true),
+        ("/etc/kubernetes/podpolicy/node.yaml", true),
+        ("/var/lib/kubelet/config.yaml", true),
     ] {
         let (volume, _) = host_paths
             .iter()
@@ -1256,6 +1345,26 @@ fn deploy_manifests_parse_as_their_kinds_and_match_the_server() {
             "{path}: readOnly"
         );
     }
+}
+
+/// The status of a plain HTTP GET (the agent's metrics endpoint).
+fn plain_get_status(addr: std::net::SocketAddr, path: &str) -> u16 {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .expect("write");
+    let mut text = String::new();
+    stream.read_to_string(&mut text).expect("an answer");
+    text.split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP answer: {text}"))
 }
 
 // ---------------------------------------------------------------------------
