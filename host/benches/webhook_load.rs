@@ -278,13 +278,6 @@ fn main() -> Result<()> {
         .thread_name("webhook-server")
         .enable_all()
         .build()?;
-    let cache = Cache::Dir(std::env::temp_dir().join("podpolicy-bench-cache"));
-    let policy = PolicyRuntime::embedded(&cache, Limits::default())?;
-    let slot = Arc::new(PolicySlot::new(policy));
-    let tls = podpolicy::webhook::tls::server_config_from_pem(
-        cert.cert_pem.as_bytes(),
-        cert.key_pem.as_bytes(),
-    )?;
     let mut options = WebhookOptions {
         listen: "127.0.0.1:0".parse()?,
         ..WebhookOptions::default()
@@ -293,6 +286,16 @@ fn main() -> Result<()> {
         options.max_concurrency = n;
     }
     let max_concurrency = options.max_concurrency;
+    // A warm instance per evaluation thread: the pool is sized before the
+    // policy is loaded into it, as `podpolicy webhook` does.
+    podpolicy::runtime::reserve_instances(max_concurrency)?;
+    let cache = Cache::Dir(std::env::temp_dir().join("podpolicy-bench-cache"));
+    let policy = PolicyRuntime::embedded(&cache, Limits::default())?;
+    let slot = Arc::new(PolicySlot::new(policy));
+    let tls = podpolicy::webhook::tls::server_config_from_pem(
+        cert.cert_pem.as_bytes(),
+        cert.key_pem.as_bytes(),
+    )?;
     let server = server_runtime.block_on(start(options, Arc::new(tls), slot))?;
     let addr = server.local_addr();
 

@@ -238,15 +238,20 @@ enum Command {
         /// defaults); without them, every default (the webhook is cluster-side).
         #[command(flatten)]
         node: NodeArgs,
-        /// Policy evaluations at once (default: one per CPU).
-        #[arg(long, value_name = "N")]
+        /// Policy evaluations at once: evaluation threads, each keeping a
+        /// warm policy instance (1 to 1024; default: one per CPU, at most 1024).
+        #[arg(long, value_name = "N", value_parser = podpolicy::webhook::flags::max_concurrency)]
         max_concurrency: Option<usize>,
-        /// Largest request body accepted; larger ones get 413.
-        #[arg(long, value_name = "N", default_value_t = podpolicy::webhook::DEFAULT_MAX_BODY_BYTES)]
+        /// Largest request body accepted (4096 to 67108864); larger ones get 413.
+        #[arg(long, value_name = "N", value_parser = podpolicy::webhook::flags::max_body_bytes, default_value_t = podpolicy::webhook::DEFAULT_MAX_BODY_BYTES)]
         max_body_bytes: usize,
-        /// Deadline for one review, in milliseconds; after it, 504.
-        #[arg(long, value_name = "MS", default_value_t = podpolicy::webhook::DEFAULT_REQUEST_TIMEOUT.as_millis() as u64)]
+        /// Deadline for one review, in milliseconds (1 to 30000); after it, 504.
+        #[arg(long, value_name = "MS", value_parser = podpolicy::webhook::flags::request_timeout_ms, default_value_t = podpolicy::webhook::DEFAULT_REQUEST_TIMEOUT.as_millis() as u64)]
         request_timeout: u64,
+        /// Connections served at once (1 to 65536); further clients wait
+        /// until one closes. Idle and half-sent connections close after 10 s.
+        #[arg(long, value_name = "N", value_parser = podpolicy::webhook::flags::max_connections, default_value_t = podpolicy::webhook::DEFAULT_MAX_CONNECTIONS)]
+        max_connections: usize,
         /// Directory of policy versions to hot swap (`podpolicy policy activate|rollback`);
         /// candidates are vetted by the built-in self-check.
         #[arg(long, value_name = "DIR")]
@@ -372,9 +377,14 @@ enum Format {
 }
 
 fn main() -> ExitCode {
+    // Colour only for a person at a terminal: log collectors (a pod's
+    // stderr, journald, a pipe) get plain text. NO_COLOR is honoured too.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("PODPOLICY_LOG"))
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .init();
     START.get_or_init(std::time::Instant::now);
     let cli = Cli::parse();
@@ -499,6 +509,16 @@ fn print(
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
+    if let Command::Webhook {
+        max_concurrency, ..
+    } = &cli.command
+    {
+        // Each evaluation thread keeps a warm instance: the engine's pool is
+        // sized for them before the policy is loaded into it.
+        podpolicy::runtime::reserve_instances(
+            max_concurrency.unwrap_or_else(podpolicy::webhook::default_concurrency),
+        )?;
+    }
     let policy = load_policy(&cli)?;
     match &cli.command {
         Command::Policy {
@@ -819,6 +839,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             max_concurrency,
             max_body_bytes,
             request_timeout,
+            max_connections,
             policy_dir,
         } => {
             let node = if node.given() {
@@ -833,7 +854,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 max_concurrency: max_concurrency
                     .unwrap_or_else(podpolicy::webhook::default_concurrency),
                 max_body_bytes: *max_body_bytes,
-                request_timeout: Duration::from_millis((*request_timeout).max(1)),
+                request_timeout: Duration::from_millis(*request_timeout),
+                max_connections: *max_connections,
+                header_timeout: podpolicy::webhook::DEFAULT_HEADER_TIMEOUT,
             };
             let slot = std::sync::Arc::new(podpolicy::swap::PolicySlot::new(policy));
             if let Some(dir) = policy_dir {

@@ -1,12 +1,20 @@
 //! Prometheus metrics of the node agent, with the KEPs' names, and the
-//! loopback HTTP endpoint that serves them.
+//! HTTP endpoint that serves them (`/metrics`, `/healthz`, `/readyz`).
 //!
 //! prometheus-client appends `_total` to counters, so counters are
 //! registered without it.
+//!
+//! The endpoint serves at most [`ServeOptions::max_connections`]
+//! connections at once (the accept loop waits for one to close before it
+//! accepts another), and a connection must send each request's headers
+//! within [`ServeOptions::header_timeout`] of connecting or of its previous
+//! answer: idle and half-sent connections are closed, so that clients that
+//! connect and say nothing cannot use up the agent's file descriptors.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -228,12 +236,74 @@ impl Metrics {
         let _ = encode(&mut text, &self.registry);
         text
     }
+
+    /// Ready once a reconcile pass has succeeded (`podpolicy_reconciles_total{result="ok"}`
+    /// above zero): the agent read its pods, evaluated them and applied the
+    /// result at least once. `Err` says what it is waiting for.
+    pub fn readiness(&self) -> std::result::Result<(), String> {
+        let ok = self
+            .reconciles
+            .get(&ResultLabels {
+                result: "ok".to_string(),
+            })
+            .map_or(0, |counter| counter.get());
+        if ok > 0 {
+            Ok(())
+        } else {
+            let failed = self
+                .reconciles
+                .get(&ResultLabels {
+                    result: "error".to_string(),
+                })
+                .map_or(0, |counter| counter.get());
+            Err(format!(
+                "no reconcile pass has succeeded yet ({failed} failed; see agent_status.json)"
+            ))
+        }
+    }
 }
 
-/// Serve `/metrics` and `/healthz` on `addr` from a background thread with
-/// its own small tokio runtime. Returns the bound address (port 0 picks
-/// one). The thread runs until the process ends.
+/// Connection limits of the metrics endpoint.
+#[derive(Clone, Copy, Debug)]
+pub struct ServeOptions {
+    /// Connections served at once; while this many are open, further
+    /// clients wait in the listen backlog.
+    pub max_connections: usize,
+    /// Time allowed for each request's headers, from the connection or the
+    /// previous answer: an idle or half-sent connection is closed after it.
+    pub header_timeout: Duration,
+}
+
+impl Default for ServeOptions {
+    /// 32 connections (Prometheus servers and the kubelet's probes need a
+    /// few), 10 s.
+    fn default() -> Self {
+        ServeOptions {
+            max_connections: 32,
+            header_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Serve `/metrics`, `/healthz` and `/readyz` on `addr` from a background
+/// thread with its own small tokio runtime, with the default
+/// [`ServeOptions`]. Returns the bound address (port 0 picks one). The
+/// thread runs until the process ends.
 pub fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> Result<SocketAddr> {
+    serve_with(addr, metrics, ServeOptions::default())
+}
+
+/// [`serve`] with other connection limits.
+pub fn serve_with(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    options: ServeOptions,
+) -> Result<SocketAddr> {
+    if options.max_connections == 0 || options.header_timeout.is_zero() {
+        anyhow::bail!(
+            "the metrics endpoint needs at least one connection and a header timeout above zero"
+        );
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -242,11 +312,12 @@ pub fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> Result<SocketAddr> {
         .block_on(tokio::net::TcpListener::bind(addr))
         .with_context(|| format!("binding the metrics endpoint {addr}"))?;
     let bound = listener.local_addr()?;
+    let scraped = metrics.clone();
     let app = axum::Router::new()
         .route(
             "/metrics",
             axum::routing::get(move || {
-                let metrics = metrics.clone();
+                let metrics = scraped.clone();
                 async move {
                     (
                         [(
@@ -258,14 +329,179 @@ pub fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> Result<SocketAddr> {
                 }
             }),
         )
-        .route("/healthz", axum::routing::get(|| async { "ok" }));
+        .route("/healthz", axum::routing::get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            axum::routing::get(move || {
+                let metrics = metrics.clone();
+                async move {
+                    match metrics.readiness() {
+                        Ok(()) => (axum::http::StatusCode::OK, "ready\n".to_string()),
+                        Err(why) => (
+                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                            format!("not ready: {why}\n"),
+                        ),
+                    }
+                }
+            }),
+        );
     std::thread::Builder::new()
         .name("podpolicy-metrics".into())
-        .spawn(move || {
-            if let Err(e) = runtime.block_on(async { axum::serve(listener, app).await }) {
-                tracing::error!(error = %e, "the metrics endpoint stopped");
-            }
-        })
+        .spawn(move || runtime.block_on(accept_loop(listener, app, options)))
         .context("starting the metrics thread")?;
     Ok(bound)
+}
+
+/// Accept while there is a place, serve each connection on its own task
+/// with the header timeout; runs until the process ends.
+async fn accept_loop(listener: tokio::net::TcpListener, app: axum::Router, options: ServeOptions) {
+    let places = Arc::new(tokio::sync::Semaphore::new(options.max_connections));
+    loop {
+        // The semaphore is never closed.
+        let Ok(place) = places.clone().acquire_owned().await else {
+            return;
+        };
+        let tcp = match listener.accept().await {
+            Ok((tcp, _)) => tcp,
+            Err(e) => {
+                // Out of file descriptors and the like: back off, keep serving.
+                tracing::warn!(error = %e, "the metrics endpoint could not accept a connection");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            let _place = place;
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(options.header_timeout)
+                .keep_alive(true);
+            let connection = http.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "metrics connection ended with an error");
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{ErrorKind, Read, Write};
+    use std::net::TcpStream;
+
+    use super::*;
+
+    /// One request on its own connection: status and body.
+    fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+        let mut stream = TcpStream::connect(addr).expect("connect");
+        // A guard against a hang, not a measurement.
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .expect("write");
+        let mut text = String::new();
+        stream.read_to_string(&mut text).expect("an answer");
+        let status = text
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("not an HTTP answer: {text}"));
+        let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        (status, body.to_string())
+    }
+
+    /// Whether the server has closed `stream` already (without waiting).
+    fn closed_now(stream: &mut TcpStream) -> bool {
+        stream.set_nonblocking(true).expect("nonblocking");
+        let mut buf = [0u8; 1024];
+        let closed = loop {
+            match stream.read(&mut buf) {
+                Ok(0) => break true,
+                Ok(_) => continue,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break false,
+                Err(_) => break true,
+            }
+        };
+        stream.set_nonblocking(false).expect("blocking");
+        closed
+    }
+
+    /// Wait until the server closes `stream` (a 30 s guard against a hang).
+    fn wait_closed(stream: &mut TcpStream) {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        let mut buf = [0u8; 1024];
+        loop {
+            match stream.read(&mut buf) {
+                Ok(0) => return,
+                Ok(_) => continue,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    panic!("the server kept an idle connection open for 30 s")
+                }
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// More idle and half-sent connections than the cap: the server closes
+    /// them after the header timeout, and a scrape waiting behind them is
+    /// answered once they are gone.
+    #[test]
+    fn idle_and_half_sent_connections_are_closed_and_capped() {
+        let metrics = Arc::new(Metrics::new());
+        let options = ServeOptions {
+            max_connections: 2,
+            header_timeout: Duration::from_millis(300),
+        };
+        let addr = serve_with("127.0.0.1:0".parse().unwrap(), metrics, options).unwrap();
+        // Both places: one connection says nothing, one stops inside its headers.
+        let mut idle = TcpStream::connect(addr).unwrap();
+        let mut half = TcpStream::connect(addr).unwrap();
+        half.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            .unwrap();
+        // Beyond the cap: waits for a place, then idles too.
+        let mut beyond = TcpStream::connect(addr).unwrap();
+
+        let (status, body) = get(addr, "/metrics");
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            body.contains("\npodpolicy_cgroup_writes_total 0\n"),
+            "{body}"
+        );
+        // The connections accept in order: the scrape got a place only after
+        // the server had closed both that held them.
+        assert!(closed_now(&mut idle), "the idle connection is still open");
+        assert!(closed_now(&mut half), "the half-sent request is still open");
+        wait_closed(&mut beyond);
+        // And the endpoint still serves.
+        assert_eq!(get(addr, "/healthz"), (200, "ok".to_string()));
+    }
+
+    /// `/readyz`: 503 until a reconcile pass succeeds, then 200; `/healthz`
+    /// answers throughout.
+    #[test]
+    fn readyz_answers_once_a_reconcile_pass_succeeded() {
+        let metrics = Arc::new(Metrics::new());
+        let addr = serve("127.0.0.1:0".parse().unwrap(), metrics.clone()).unwrap();
+        let (status, body) = get(addr, "/readyz");
+        assert_eq!(status, 503, "{body}");
+        Metrics::count(&metrics.reconciles, "error");
+        let (status, body) = get(addr, "/readyz");
+        assert_eq!(
+            (status, body.as_str()),
+            (
+                503,
+                "not ready: no reconcile pass has succeeded yet (1 failed; see agent_status.json)\n"
+            )
+        );
+        assert_eq!(get(addr, "/healthz"), (200, "ok".to_string()));
+        Metrics::count(&metrics.reconciles, "ok");
+        assert_eq!(get(addr, "/readyz"), (200, "ready\n".to_string()));
+    }
 }

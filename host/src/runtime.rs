@@ -11,6 +11,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -40,6 +41,57 @@ const KEEP_RESIDENT: usize = 4 << 20;
 
 /// How often the epoch ticker advances the engine's epoch.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Policy instances an engine's pool holds when nobody reserved more
+/// ([`reserve_instances`]): the CLI and the agent make one call at a time;
+/// the rest is room for batch callers and tests running calls in parallel.
+pub const DEFAULT_POOL_INSTANCES: usize = 64;
+
+/// Instances a server needs on top of the ones its threads keep warm: a
+/// readiness check, loading a candidate (its `policy-info` call), the
+/// self-check and the shadow evaluation that vet it (each one fresh
+/// instance at a time, candidate then serving version), and a warm
+/// instance being replaced after a swap or a failure.
+pub const POOL_HEADROOM: usize = 8;
+
+/// The most instances one engine's pool may hold. Every pooled linear
+/// memory reserves `memory_reservation` (4 GiB: 32-bit memories run without
+/// bounds checks) plus a 32 MiB guard of address space, `PROT_NONE` until
+/// used: 1,032 slots (1,024 concurrent evaluations and the headroom) are
+/// about 4.2 TiB of the 128 TiB a process has on x86-64, and no RAM.
+pub const MAX_POOL_INSTANCES: usize = 1024 + POOL_HEADROOM;
+
+/// Core module instances, and tables, one policy component may contain
+/// (`wit-component` makes one for the policy module and a few small shims at
+/// most); the pool holds this many per component instance, so no component
+/// within the limits can use up the pool before its instance count does.
+const CORE_INSTANCES_PER_COMPONENT: u32 = 4;
+
+/// Linear memories one policy component may contain: the policy module's.
+/// The pool holds one per component instance: they are what reserves
+/// address space.
+const MEMORIES_PER_COMPONENT: u32 = 1;
+
+/// Pool size for engines made from now on (see [`reserve_instances`]).
+static POOL_INSTANCES: AtomicUsize = AtomicUsize::new(DEFAULT_POOL_INSTANCES);
+
+/// Size the instance pools of the engines made from now on for
+/// `concurrent` instances kept alive at once (a server's warm instances),
+/// plus [`POOL_HEADROOM`]. Call it before loading the policy: an engine
+/// keeps the size it was made with, and every policy loaded later with the
+/// same limits (hot swap candidates) shares it. Never shrinks the size.
+/// Returns the pool size engines now get.
+pub fn reserve_instances(concurrent: usize) -> Result<usize> {
+    let wanted = concurrent.saturating_add(POOL_HEADROOM);
+    if concurrent == 0 || wanted > MAX_POOL_INSTANCES {
+        bail!(
+            "{concurrent} concurrent policy instances: between 1 and {} can be pooled",
+            MAX_POOL_INSTANCES - POOL_HEADROOM
+        );
+    }
+    let previous = POOL_INSTANCES.fetch_max(wanted, Ordering::SeqCst);
+    Ok(previous.max(wanted))
+}
 
 /// Per-call sandbox limits.
 #[derive(Clone, Copy, Debug)]
@@ -101,19 +153,25 @@ pub struct PolicyRuntime {
     digest: String,
     info: PolicyInfo,
     compiled_from_cache: bool,
+    pool_instances: usize,
 }
 
-fn engine_config(limits: &Limits) -> Config {
+fn engine_config(limits: &Limits, instances: usize) -> Config {
     let mut config = Config::new();
     config.wasm_component_model(true);
     config.consume_fuel(limits.fuel.is_some());
     config.epoch_interruption(true);
+    // `reserve_instances` bounds `instances` far below u32::MAX.
+    let instances = u32::try_from(instances).unwrap_or(u32::MAX);
     let mut pooling = PoolingAllocationConfig::default();
     pooling
-        .total_component_instances(64)
-        .total_core_instances(64)
-        .total_memories(64)
-        .total_tables(64)
+        .total_component_instances(instances)
+        .max_core_instances_per_component(CORE_INSTANCES_PER_COMPONENT)
+        .max_tables_per_component(CORE_INSTANCES_PER_COMPONENT)
+        .max_memories_per_component(MEMORIES_PER_COMPONENT)
+        .total_core_instances(instances.saturating_mul(CORE_INSTANCES_PER_COMPONENT))
+        .total_tables(instances.saturating_mul(CORE_INSTANCES_PER_COMPONENT))
+        .total_memories(instances.saturating_mul(MEMORIES_PER_COMPONENT))
         .max_memory_size(limits.memory_bytes);
     if PoolingAllocationConfig::is_pagemap_scan_available() {
         pooling
@@ -125,20 +183,22 @@ fn engine_config(limits: &Limits) -> Config {
     config
 }
 
-/// One engine per process and engine-level limits (memory cap, fuel on or
-/// off); the ticker thread lives as long as it.
-fn shared_engine(limits: &Limits) -> Result<Engine> {
-    type Key = (usize, bool);
+/// One engine per process, engine-level limits (memory cap, fuel on or
+/// off) and pool size; the ticker thread lives as long as it. Returns the
+/// engine and its pool size.
+fn shared_engine(limits: &Limits) -> Result<(Engine, usize)> {
+    type Key = (usize, bool, usize);
     static ENGINES: OnceLock<std::sync::Mutex<Vec<(Key, Engine)>>> = OnceLock::new();
-    let key = (limits.memory_bytes, limits.fuel.is_some());
+    let instances = POOL_INSTANCES.load(Ordering::SeqCst);
+    let key = (limits.memory_bytes, limits.fuel.is_some(), instances);
     let engines = ENGINES.get_or_init(Default::default);
     let mut engines = engines
         .lock()
         .map_err(|_| anyhow!("engine registry poisoned"))?;
     if let Some((_, engine)) = engines.iter().find(|(k, _)| *k == key) {
-        return Ok(engine.clone());
+        return Ok((engine.clone(), instances));
     }
-    let engine = Engine::new(&engine_config(limits))
+    let engine = Engine::new(&engine_config(limits, instances))
         .map_err(|e| anyhow!("creating the wasmtime engine: {e:#}"))?;
     let weak = engine.weak();
     std::thread::Builder::new()
@@ -152,7 +212,7 @@ fn shared_engine(limits: &Limits) -> Result<Engine> {
         })
         .context("starting the epoch ticker thread")?;
     engines.push((key, engine.clone()));
-    Ok(engine)
+    Ok((engine, instances))
 }
 
 /// Hex SHA-256 of a module.
@@ -231,7 +291,7 @@ impl PolicyRuntime {
 
     /// Compile (or load from cache), check imports and versions, and prepare instantiation.
     pub fn from_bytes(wasm: &[u8], cache: &Cache, limits: Limits) -> Result<PolicyRuntime> {
-        let engine = shared_engine(&limits)?;
+        let (engine, pool_instances) = shared_engine(&limits)?;
         let digest = digest(wasm);
         let (component, compiled_from_cache) = load_or_compile(&engine, wasm, &digest, cache)?;
         let imports: Vec<String> = component
@@ -276,6 +336,7 @@ impl PolicyRuntime {
                 feature_gates: Vec::new(),
             },
             compiled_from_cache,
+            pool_instances,
         };
         let info = runtime.call(|policy, store| policy.call_policy_info(store))?;
         if info.wit_version != WIT_VERSION {
@@ -301,6 +362,12 @@ impl PolicyRuntime {
     /// Whether the compiled code came from the on-disk cache.
     pub fn compiled_from_cache(&self) -> bool {
         self.compiled_from_cache
+    }
+
+    /// How many instances of any policy on this engine can be alive at once
+    /// (the pooling allocator's size; see [`reserve_instances`]).
+    pub fn pool_instances(&self) -> usize {
+        self.pool_instances
     }
 
     /// Run one call in a fresh, limited store.

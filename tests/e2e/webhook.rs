@@ -24,14 +24,27 @@ fn cert() -> &'static TestCert {
     CERT.get_or_init(test_cert)
 }
 
+/// Load the embedded policy into an engine whose instance pool holds the
+/// default `--max-concurrency` (one per CPU) and the headroom, as the
+/// command does before it loads its policy.
+fn webhook_policy(bytes: &[u8]) -> PolicyRuntime {
+    podpolicy::runtime::reserve_instances(podpolicy::webhook::default_concurrency())
+        .expect("the default concurrency fits the pool");
+    PolicyRuntime::from_bytes(
+        bytes,
+        &Cache::Dir(crate::util::cache_dir()),
+        Limits::default(),
+    )
+    .expect("the policy loads")
+}
+
 /// One policy slot for the whole binary (servers come and go per test).
 fn slot() -> Arc<PolicySlot> {
     static SLOT: OnceLock<Arc<PolicySlot>> = OnceLock::new();
     SLOT.get_or_init(|| {
-        let policy =
-            PolicyRuntime::embedded(&Cache::Dir(crate::util::cache_dir()), Limits::default())
-                .expect("embedded policy loads");
-        Arc::new(PolicySlot::new(policy))
+        Arc::new(PolicySlot::new(webhook_policy(
+            podpolicy::runtime::EMBEDDED_POLICY,
+        )))
     })
     .clone()
 }
@@ -812,13 +825,21 @@ async fn health_readiness_and_metrics() {
             .starts_with("application/openmetrics-text")
     );
     let text = metrics.text();
+    let warm = format!(
+        "podpolicy_webhook_warm_instances {}",
+        options().max_concurrency
+    );
     for line in [
         "podpolicy_webhook_requests_total{endpoint=\"mutate\",result=\"patched\"} 1",
         "podpolicy_webhook_requests_total{endpoint=\"validate\",result=\"denied\"} 1",
         "podpolicy_webhook_requests_total{endpoint=\"validate\",result=\"bad_request\"} 1",
         "podpolicy_webhook_request_duration_seconds_count{endpoint=\"mutate\"} 1",
         "podpolicy_webhook_evaluations_in_flight 0",
-        "podpolicy_webhook_policy_swaps 0",
+        // A count that only grows is a counter, so that rate() works on it.
+        "# TYPE podpolicy_webhook_policy_swaps counter",
+        "podpolicy_webhook_policy_swaps_total 0",
+        // Every evaluation thread holds its warm instance.
+        warm.as_str(),
     ] {
         assert!(text.contains(line), "`{line}` missing in:\n{text}");
     }
@@ -875,21 +896,14 @@ fn relabelled_policy() -> PolicyRuntime {
     bytes.push(name.len() as u8);
     bytes.extend_from_slice(name);
     bytes.extend_from_slice(payload);
-    PolicyRuntime::from_bytes(
-        &bytes,
-        &Cache::Dir(crate::util::cache_dir()),
-        Limits::default(),
-    )
-    .expect("the relabelled component loads")
+    webhook_policy(&bytes)
 }
 
 /// Swaps and rollbacks of the slot while connections stay open: every
 /// review is answered, /metrics and /readyz name the version serving now.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hot_swap_and_rollback_while_serving() {
-    let embedded =
-        PolicyRuntime::embedded(&Cache::Dir(crate::util::cache_dir()), Limits::default())
-            .expect("embedded policy");
+    let embedded = webhook_policy(podpolicy::runtime::EMBEDDED_POLICY);
     let first_digest = embedded.digest().to_string();
     // Compiled before the connection opens: a compile can outlast the
     // server's idle header timeout, which would close it.
@@ -898,7 +912,7 @@ async fn hot_swap_and_rollback_while_serving() {
     let server = TestServer::start_with(options(), slot.clone()).await;
     let mut client = server.client().await;
     let doc = fixture("kep-ide.yaml");
-    let mut check = async |round: &str, digest: &str| {
+    let mut check = async |round: &str, digest: &str, swaps: u64| {
         for path in ["/mutate", "/validate"] {
             let uid = format!("{round}{path}");
             let reply = client
@@ -911,14 +925,19 @@ async fn hot_swap_and_rollback_while_serving() {
         assert!(ready.contains(&digest[..12]), "{round}: {ready}");
         let metrics = client.get("/metrics").await.expect("request").text();
         assert!(metrics.contains(&format!("digest=\"{digest}\"")), "{round}");
+        let counted = format!("\npodpolicy_webhook_policy_swaps_total {swaps}\n");
+        assert!(
+            metrics.contains(&counted),
+            "{round}: `{counted}` missing in:\n{metrics}"
+        );
     };
-    check("before", &first_digest).await;
+    check("before", &first_digest, 0).await;
     let second_digest = candidate.digest().to_string();
     assert_ne!(first_digest, second_digest);
     slot.activate(candidate, |_, _| Ok(())).expect("swap");
-    check("after the swap", &second_digest).await;
+    check("after the swap", &second_digest, 1).await;
     slot.rollback().expect("rollback");
-    check("after the rollback", &first_digest).await;
+    check("after the rollback", &first_digest, 2).await;
     server.stop().await;
 }
 
@@ -1054,6 +1073,36 @@ fn deploy_manifests_parse_as_their_kinds_and_match_the_server() {
         probe_path(&container.liveness_probe).as_deref(),
         Some("/healthz")
     );
+    // Every evaluation thread keeps an instance that can grow to the memory
+    // cap: the flags are in range and the threads fit the memory limit.
+    let flag = |name: &str| {
+        args.iter()
+            .find_map(|a| a.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("{name} missing in {args:?}"))
+            .to_string()
+    };
+    let concurrency = podpolicy::webhook::flags::max_concurrency(&flag("--max-concurrency"))
+        .expect("--max-concurrency in range");
+    podpolicy::webhook::flags::max_connections(&flag("--max-connections"))
+        .expect("--max-connections in range");
+    podpolicy::webhook::flags::request_timeout_ms(&flag("--request-timeout"))
+        .expect("--request-timeout in range");
+    let memory_limit = container
+        .resources
+        .as_ref()
+        .and_then(|r| r.limits.as_ref())
+        .and_then(|l| l.get("memory"))
+        .map(|q| q.0.clone())
+        .expect("a memory limit");
+    let mebibytes: usize = memory_limit
+        .strip_suffix("Mi")
+        .and_then(|m| m.parse().ok())
+        .unwrap_or_else(|| panic!("memory limit {memory_limit} is not in Mi"));
+    assert!(
+        concurrency * Limits::default().memory_bytes <= mebibytes << 20,
+        "--max-concurrency={concurrency} instances of up to {} MiB do not fit the {memory_limit} limit",
+        Limits::default().memory_bytes >> 20
+    );
     let secret_volume = pod
         .volumes
         .iter()
@@ -1181,11 +1230,8 @@ fn deploy_manifests_parse_as_their_kinds_and_match_the_server() {
 
     // The node agent: `podpolicy agent` with the host paths it needs.
     let daemonset = daemonset.expect("daemonset");
-    let pod = daemonset
-        .spec
-        .as_ref()
-        .and_then(|s| s.template.spec.as_ref())
-        .expect("pod spec");
+    let template = &daemonset.spec.as_ref().expect("spec").template;
+    let pod = template.spec.as_ref().expect("pod spec");
     let container = &pod.containers[0];
     let args = container.args.clone().unwrap_or_default();
     assert_eq!(
@@ -1198,12 +1244,72 @@ fn deploy_manifests_parse_as_their_kinds_and_match_the_server() {
             "/var/lib/podpolicy/policies",
             "--pods-dir",
             "/etc/kubernetes/podpolicy/pods",
+            "--node",
+            "/etc/kubernetes/podpolicy/node.yaml",
+            "--kubelet-config",
+            "/var/lib/kubelet/config.yaml",
             "--metrics-addr",
-            "127.0.0.1:9464",
+            "0.0.0.0:9464",
             "--proc-root",
             "/host/proc"
         ]
     );
+    // Metrics on the pod IP, on a named port, with scrape annotations.
+    let metrics_addr: std::net::SocketAddr = args
+        .iter()
+        .skip_while(|a| *a != "--metrics-addr")
+        .nth(1)
+        .expect("--metrics-addr")
+        .parse()
+        .expect("--metrics-addr is HOST:PORT");
+    assert!(
+        !metrics_addr.ip().is_loopback(),
+        "{metrics_addr}: Prometheus and the kubelet's probes come from outside the pod"
+    );
+    let ports = container.ports.clone().unwrap_or_default();
+    let metrics_port = ports
+        .iter()
+        .find(|p| p.name.as_deref() == Some("metrics"))
+        .expect("a container port named metrics");
+    assert_eq!(metrics_port.container_port, i32::from(metrics_addr.port()));
+    let annotations = template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.annotations.clone())
+        .unwrap_or_default();
+    assert_eq!(
+        annotations.get("prometheus.io/scrape").map(String::as_str),
+        Some("true")
+    );
+    assert_eq!(
+        annotations.get("prometheus.io/port"),
+        Some(&metrics_addr.port().to_string())
+    );
+    assert_eq!(
+        annotations.get("prometheus.io/path").map(String::as_str),
+        Some("/metrics")
+    );
+    // Probes on that port, at paths the agent's endpoint serves.
+    let agent_metrics = std::sync::Arc::new(podpolicy::metrics::Metrics::new());
+    let served = podpolicy::metrics::serve("127.0.0.1:0".parse().unwrap(), agent_metrics.clone())
+        .expect("the agent's endpoint starts");
+    for (probe, path, before_a_pass) in [
+        (&container.liveness_probe, "/healthz", 200),
+        (&container.readiness_probe, "/readyz", 503),
+    ] {
+        let get = probe
+            .as_ref()
+            .and_then(|p| p.http_get.as_ref())
+            .unwrap_or_else(|| panic!("no httpGet probe for {path}"));
+        assert_eq!(get.path.as_deref(), Some(path));
+        assert_eq!(
+            get.port,
+            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("metrics".into())
+        );
+        assert_eq!(plain_get_status(served, path), before_a_pass, "{path}");
+    }
+    podpolicy::metrics::Metrics::count(&agent_metrics.reconciles, "ok");
+    assert_eq!(plain_get_status(served, "/readyz"), 200);
     assert_eq!(
         pod.host_pid,
         Some(true),
@@ -1222,6 +1328,8 @@ fn deploy_manifests_parse_as_their_kinds_and_match_the_server() {
         ("/sys/devices/system", true),
         ("/var/lib/podpolicy", false),
         ("/etc/kubernetes/podpolicy/pods", true),
+        ("/etc/kubernetes/podpolicy/node.yaml", true),
+        ("/var/lib/kubelet/config.yaml", true),
     ] {
         let (volume, _) = host_paths
             .iter()
@@ -1239,42 +1347,132 @@ fn deploy_manifests_parse_as_their_kinds_and_match_the_server() {
     }
 }
 
+/// The status of a plain HTTP GET (the agent's metrics endpoint).
+fn plain_get_status(addr: std::net::SocketAddr, path: &str) -> u16 {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .expect("write");
+    let mut text = String::new();
+    stream.read_to_string(&mut text).expect("an answer");
+    text.split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP answer: {text}"))
+}
+
 // ---------------------------------------------------------------------------
 // The `podpolicy webhook` command
 // ---------------------------------------------------------------------------
+
+/// A `podpolicy webhook` process on 127.0.0.1:0 with the test certificate.
+/// Its stderr is drained by a thread (a full pipe would stall it); the
+/// process is killed if the test ends without [`WebhookProcess::terminate`].
+struct WebhookProcess {
+    child: std::process::Child,
+    addr: std::net::SocketAddr,
+    stderr: Option<std::thread::JoinHandle<String>>,
+}
+
+impl WebhookProcess {
+    fn spawn(name: &str, args: &[&str], env: &[(&str, &str)]) -> WebhookProcess {
+        use std::io::BufRead;
+        let dir = crate::util::temp_dir(name);
+        let cert = cert();
+        std::fs::write(dir.join("tls.crt"), &cert.cert_pem).expect("write cert");
+        std::fs::write(dir.join("tls.key"), &cert.key_pem).expect("write key");
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_podpolicy"));
+        command
+            .args(["webhook", "--listen", "127.0.0.1:0", "--tls-cert"])
+            .arg(dir.join("tls.crt"))
+            .arg("--tls-key")
+            .arg(dir.join("tls.key"))
+            .args(args)
+            .env("PODPOLICY_CACHE_DIR", crate::util::cache_dir())
+            .env_remove("PODPOLICY_LOG")
+            .env_remove("NO_COLOR")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command.spawn().expect("podpolicy webhook starts");
+        let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+        // Log lines may come first; the address is on the `serving` line.
+        let mut seen = String::new();
+        let addr = loop {
+            let mut line = String::new();
+            if stderr.read_line(&mut line).expect("stderr") == 0 {
+                let _ = child.kill();
+                panic!("podpolicy webhook ended before serving:\n{seen}");
+            }
+            seen.push_str(&line);
+            if let Some(rest) = line.strip_prefix("podpolicy webhook: serving https://") {
+                break rest
+                    .split_whitespace()
+                    .next()
+                    .and_then(|a| a.parse().ok())
+                    .unwrap_or_else(|| panic!("no address in: {line}"));
+            }
+        };
+        let drain = std::thread::spawn(move || {
+            let mut rest = String::new();
+            let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+            seen + &rest
+        });
+        WebhookProcess {
+            child,
+            addr,
+            stderr: Some(drain),
+        }
+    }
+
+    async fn client(&self) -> Client {
+        Client::connect(self.addr, client_config(&cert().cert_der))
+            .await
+            .expect("connects")
+    }
+
+    /// SIGTERM, then the exit status and everything it wrote on stderr.
+    fn terminate(mut self) -> (std::process::ExitStatus, String) {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .expect("SIGTERM");
+        let status = self.child.wait().expect("exits");
+        let stderr = self
+            .stderr
+            .take()
+            .expect("stderr")
+            .join()
+            .expect("stderr thread");
+        (status, stderr)
+    }
+}
+
+impl Drop for WebhookProcess {
+    fn drop(&mut self) {
+        if self.stderr.is_some() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
 
 /// The binary serves on the address it prints, answers over HTTPS, and ends
 /// cleanly (exit 0) on SIGTERM.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_webhook_command_serves_and_stops_on_sigterm() {
-    use std::io::BufRead;
-    let dir = crate::util::temp_dir("webhook-cli");
-    let cert = cert();
-    std::fs::write(dir.join("tls.crt"), &cert.cert_pem).expect("write cert");
-    std::fs::write(dir.join("tls.key"), &cert.key_pem).expect("write key");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_podpolicy"))
-        .args(["webhook", "--listen", "127.0.0.1:0", "--tls-cert"])
-        .arg(dir.join("tls.crt"))
-        .arg("--tls-key")
-        .arg(dir.join("tls.key"))
-        .env("PODPOLICY_CACHE_DIR", crate::util::cache_dir())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("podpolicy webhook starts");
-    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
-    let mut line = String::new();
-    stderr.read_line(&mut line).expect("a first line");
-    let addr: std::net::SocketAddr = line
-        .strip_prefix("podpolicy webhook: serving https://")
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("unexpected first line: {line}"))
-        .parse()
-        .expect("an address");
-    let mut client = Client::connect(addr, client_config(&cert.cert_der))
-        .await
-        .expect("connects");
+    let process = WebhookProcess::spawn("webhook-cli", &[], &[]);
+    let mut client = process.client().await;
     assert_eq!(client.get("/healthz").await.expect("request").status, 200);
     let doc = fixture("kep-ide.yaml");
     let reply = client
@@ -1283,16 +1481,271 @@ async fn the_webhook_command_serves_and_stops_on_sigterm() {
         .expect("request");
     assert_eq!(response_of(&reply, "cli-1")["patchType"], "JSONPatch");
     drop(client);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .expect("SIGTERM");
-    let status = child.wait().expect("exits");
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stderr, &mut rest).expect("stderr");
-    assert!(status.success(), "{status}: {rest}");
-    assert!(rest.contains("shutting down"), "{rest}");
+    let (status, stderr) = process.terminate();
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(stderr.contains("shutting down"), "{stderr}");
+}
+
+/// More evaluation threads than the 64 instances the wasmtime pool used to
+/// hold: `--max-concurrency 100` sizes the pool before the policy loads,
+/// every thread holds its warm instance, and 100 reviews sent at once (100
+/// connections) all get the right answer, with room left for /readyz.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhook_command_answers_100_concurrent_reviews_at_max_concurrency_100() {
+    const N: usize = 100;
+    let process = WebhookProcess::spawn("webhook-100", &["--max-concurrency", "100"], &[]);
+    let doc = Arc::new(fixture("kep-ide.yaml"));
+    let start = Arc::new(tokio::sync::Barrier::new(N));
+    let mut tasks = Vec::new();
+    for i in 0..N {
+        let mut client = process.client().await;
+        let (doc, start) = (doc.clone(), start.clone());
+        tasks.push(tokio::spawn(async move {
+            let uid = format!("many-{i}");
+            let body = review(&uid, "CREATE", &doc.json, None);
+            start.wait().await;
+            let reply = client.post_json("/mutate", &body).await.expect("request");
+            let response = response_of(&reply, &uid);
+            assert_eq!(response["allowed"], true, "{uid}");
+            assert_eq!(
+                decoded_patch(&response),
+                json!([{"op": "add", "path": "/spec/resources/requests", "value": {"cpu": "500m", "memory": "128Mi"}}]),
+                "{uid}"
+            );
+        }));
+    }
+    for task in tasks {
+        task.await
+            .expect("every review answered 200 with the patch");
+    }
+    let mut client = process.client().await;
+    let metrics = client.get("/metrics").await.expect("request").text();
+    for line in [
+        format!("\npodpolicy_webhook_warm_instances {N}\n"),
+        format!(
+            "\npodpolicy_webhook_requests_total{{endpoint=\"mutate\",result=\"patched\"}} {N}\n"
+        ),
+    ] {
+        assert!(
+            metrics.contains(&line),
+            "`{}` missing in:\n{metrics}",
+            line.trim()
+        );
+    }
+    assert!(
+        !metrics.contains("result=\"error\""),
+        "failed reviews:\n{metrics}"
+    );
+    let ready = client.get("/readyz").await.expect("request");
+    assert_eq!(ready.status, 200, "{}", ready.text());
+    drop(client);
+    let (status, stderr) = process.terminate();
+    assert!(status.success(), "{status}: {stderr}");
+}
+
+/// Numeric flags out of range (or not numbers): exit 2 before anything
+/// starts, with clap's message naming the flag, and the range.
+#[test]
+fn the_webhook_command_refuses_out_of_range_flags() {
+    for (flag, value, range) in [
+        ("--max-concurrency", "100000", "1..=1024"),
+        ("--max-concurrency", "0", "1..=1024"),
+        ("--request-timeout", "0", "1..=30000"),
+        ("--request-timeout", "86400000", "1..=30000"),
+        ("--max-body-bytes", "0", "4096..=67108864"),
+        ("--max-body-bytes", "1099511627776", "4096..=67108864"),
+        ("--max-connections", "0", "1..=65536"),
+        ("--max-connections", "many", "1..=65536"),
+    ] {
+        let (code, _, stderr) = crate::util::podpolicy(&[
+            "webhook",
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            "missing.crt",
+            "--tls-key",
+            "missing.key",
+            flag,
+            value,
+        ]);
+        assert_eq!(code, 2, "{flag} {value}: {stderr}");
+        assert!(
+            stderr.contains(&format!("invalid value '{value}' for '{flag}")),
+            "{flag} {value}: {stderr}"
+        );
+        assert!(stderr.contains(range), "{flag} {value}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{flag} {value}: {stderr}");
+    }
+}
+
+/// The same bounds for options built in code: `start` refuses them, naming
+/// the flag, before it binds anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_refuses_options_out_of_range() {
+    let tls = Arc::new(
+        podpolicy::webhook::tls::server_config_from_pem(
+            cert().cert_pem.as_bytes(),
+            cert().key_pem.as_bytes(),
+        )
+        .expect("TLS config"),
+    );
+    for (options, flag) in [
+        (
+            WebhookOptions {
+                max_concurrency: 0,
+                ..options()
+            },
+            "--max-concurrency: 0 is not in 1..=1024",
+        ),
+        (
+            WebhookOptions {
+                max_concurrency: 100_000,
+                ..options()
+            },
+            "--max-concurrency: 100000 is not in 1..=1024",
+        ),
+        (
+            WebhookOptions {
+                request_timeout: Duration::ZERO,
+                ..options()
+            },
+            "--request-timeout: 0 is not in 1..=30000",
+        ),
+        (
+            WebhookOptions {
+                max_body_bytes: 0,
+                ..options()
+            },
+            "--max-body-bytes: 0 is not in 4096..=67108864",
+        ),
+        (
+            WebhookOptions {
+                max_connections: 0,
+                ..options()
+            },
+            "--max-connections: 0 is not in 1..=65536",
+        ),
+    ] {
+        let error = match start(options, tls.clone(), slot()).await {
+            Ok(_) => panic!("{flag}: started"),
+            Err(e) => format!("{e:#}"),
+        };
+        assert!(error.starts_with(flag), "{error}");
+    }
+}
+
+/// Whether the server has closed `stream` already (without waiting).
+fn closed_now(stream: &mut std::net::TcpStream) -> bool {
+    use std::io::Read;
+    stream.set_nonblocking(true).expect("nonblocking");
+    let mut buf = [0u8; 1024];
+    let closed = loop {
+        match stream.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break false,
+            Err(_) => break true,
+        }
+    };
+    stream.set_nonblocking(false).expect("blocking");
+    closed
+}
+
+/// Wait until the server closes `stream` (a 30 s guard against a hang).
+fn wait_closed(stream: &mut std::net::TcpStream) {
+    use std::io::Read;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let mut buf = [0u8; 1024];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                panic!("the server kept an idle connection open for 30 s")
+            }
+            Err(_) => return,
+        }
+    }
+}
+
+/// `--max-connections 2`: a connection that never starts its TLS handshake
+/// and one that stops inside its request headers hold both places; the
+/// server closes them after the header timeout, a third idle one waits for
+/// a place and is closed in turn, and a real review, which could only be
+/// accepted once both places were free again, is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_and_half_sent_connections_are_closed_and_the_connection_cap_holds() {
+    let server = TestServer::start(WebhookOptions {
+        max_connections: 2,
+        header_timeout: Duration::from_millis(300),
+        ..options()
+    })
+    .await;
+    let addr = server.server.local_addr();
+    let mut idle = std::net::TcpStream::connect(addr).expect("connect");
+    let mut half = tls_connect(addr, server.tls.clone())
+        .await
+        .expect("the second place: TLS handshake");
+    half.write_all(b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: appl")
+        .await
+        .expect("write");
+    half.flush().await.expect("flush");
+    let mut beyond = std::net::TcpStream::connect(addr).expect("connect");
+
+    server
+        .assert_still_serving("idle connections at the cap")
+        .await;
+    // Connections are accepted in order: the review got a place only after
+    // the server had closed the two that held them.
+    assert!(closed_now(&mut idle), "the idle connection is still open");
+    let ended = tokio::time::timeout(Duration::from_secs(30), async {
+        let mut buf = [0u8; 256];
+        loop {
+            match half.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => continue,
+            }
+        }
+    })
+    .await;
+    assert!(
+        ended.is_ok(),
+        "the half-sent request is still open after 30 s"
+    );
+    wait_closed(&mut beyond);
+    server.stop().await;
+}
+
+/// Logs written to a pipe (a pod's stderr, journald) carry no ANSI colour
+/// codes; here at debug level, with a bad review to log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhook_command_logs_plain_text_to_a_pipe() {
+    let process = WebhookProcess::spawn("webhook-logs", &[], &[("PODPOLICY_LOG", "debug")]);
+    let mut client = process.client().await;
+    let reply = client
+        .post("/validate", "application/json", b"{".to_vec())
+        .await
+        .expect("request");
+    assert_eq!(reply.status, 400);
+    drop(client);
+    let (status, stderr) = process.terminate();
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(
+        stderr.contains("bad review"),
+        "the debug log is missing:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains("\x1b["),
+        "ANSI escape codes in the log:\n{}",
+        stderr.escape_debug()
+    );
 }
 
 /// Unreadable or mismatched TLS files: exit 2 with a message naming them.

@@ -1,8 +1,11 @@
 //! `/metrics`: request counts by endpoint and result, a latency histogram
-//! per endpoint, evaluations in flight, and which policy serves (digest and
-//! versions, refreshed at every scrape because the slot can swap).
+//! per endpoint, evaluations in flight, warm instances, open connections,
+//! which policy serves (digest and versions, refreshed at every scrape
+//! because the slot can swap) and the swaps so far (a counter: it only
+//! grows, so `rate()` and `increase()` work on it).
 
 use std::sync::Mutex;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -45,7 +48,9 @@ pub(crate) struct Metrics {
     latency: Family<EndpointLabels, Histogram, fn() -> Histogram>,
     in_flight: Gauge,
     policy: Family<PolicyLabels, Gauge>,
-    swaps: Gauge,
+    swaps: Counter,
+    warm_instances: Gauge,
+    connections: Gauge,
     /// The digest `policy` shows, to rebuild it only after a swap.
     shown_digest: Mutex<String>,
 }
@@ -79,11 +84,24 @@ impl Metrics {
             "The serving policy: 1 for its digest and versions",
             policy.clone(),
         );
-        let swaps = Gauge::default();
+        // prometheus-client adds `_total` to a counter's name.
+        let swaps = Counter::default();
         registry.register(
             "policy_swaps",
             "Policy swaps and rollbacks since start",
             swaps.clone(),
+        );
+        let warm_instances = Gauge::default();
+        registry.register(
+            "warm_instances",
+            "Evaluation threads holding a warm policy instance (one per --max-concurrency thread when healthy)",
+            warm_instances.clone(),
+        );
+        let connections = Gauge::default();
+        registry.register(
+            "connections",
+            "Open client connections (at most --max-connections)",
+            connections.clone(),
         );
         Metrics {
             registry,
@@ -92,6 +110,8 @@ impl Metrics {
             in_flight,
             policy,
             swaps,
+            warm_instances,
+            connections,
             shown_digest: Mutex::new(String::new()),
         }
     }
@@ -107,6 +127,14 @@ impl Metrics {
 
     pub(crate) fn in_flight(&self) -> &Gauge {
         &self.in_flight
+    }
+
+    pub(crate) fn warm_instances(&self) -> &Gauge {
+        &self.warm_instances
+    }
+
+    pub(crate) fn connections(&self) -> &Gauge {
+        &self.connections
     }
 
     /// The OpenMetrics text, with the policy gauge showing the serving version.
@@ -128,8 +156,10 @@ impl Metrics {
                 *shown = current.digest().to_string();
             }
         }
+        // The slot counts the swaps; the counter shows its count (which only grows).
         self.swaps
-            .set(i64::try_from(slot.swaps()).unwrap_or(i64::MAX));
+            .inner()
+            .fetch_max(slot.swaps(), Ordering::Relaxed);
         let mut text = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);

@@ -18,6 +18,19 @@
 //! configuration's `failurePolicy` decides what the API server does, while a
 //! pod the policy rejects gets a denied review with every field error.
 //!
+//! Connections: at most `--max-connections` at once (the accept loop waits
+//! for one to close before it accepts another, so further clients wait in
+//! the listen backlog), and each one must finish its TLS handshake, and send
+//! each request's headers, within [`DEFAULT_HEADER_TIMEOUT`] of connecting or
+//! of its previous answer: idle and half-sent connections are closed, so
+//! they cannot hold the places of the API servers' connections for long.
+//!
+//! Every flag has a range ([`WebhookOptions::validate`], and the parsers in
+//! [`flags`] that `main` gives clap), and the wasmtime instance pool must
+//! hold a warm instance per evaluation thread plus
+//! [`crate::runtime::POOL_HEADROOM`]: [`start`] refuses a policy loaded
+//! before [`crate::runtime::reserve_instances`] sized the pool.
+//!
 //! [`start`] binds (port 0 works), serves in the current tokio runtime and
 //! returns the bound address and a handle that shuts down gracefully; tests
 //! and benchmarks run the server in-process this way. [`run`] is the
@@ -48,6 +61,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 
 use crate::bindings::NodeSettings;
+use crate::runtime::{MAX_POOL_INSTANCES, POOL_HEADROOM};
 use crate::swap::{PolicySlot, short};
 use metrics::Metrics;
 use review::{Endpoint, Outcome};
@@ -60,16 +74,37 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 6 << 20;
 /// `--request-timeout` default: below the manifests' `timeoutSeconds: 5`, so
 /// the API server gets our answer (a 504) rather than its own timeout.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_millis(3000);
+/// `--max-connections` default: far more than the API servers open (one
+/// connection per review in flight from each), far fewer than the file
+/// descriptors a container gets.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// How long a connection may take for its TLS handshake, and for each
+/// request's headers counted from the connection or its previous answer
+/// (so also how long it may stay idle between reviews).
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `--max-concurrency` upper bound: one evaluation thread and one pooled
+/// policy instance each, and every pooled instance reserves 4 GiB of
+/// address space (see [`crate::runtime::MAX_POOL_INSTANCES`]).
+pub const MAX_CONCURRENCY: usize = MAX_POOL_INSTANCES - POOL_HEADROOM;
+/// `--max-body-bytes` lower bound: a review of an ordinary pod is a few KiB.
+pub const MIN_BODY_BYTES: usize = 4 << 10;
+/// `--max-body-bytes` upper bound: what the server also drains after a 413.
+pub const MAX_BODY_BYTES: usize = DRAIN_LIMIT;
+/// `--request-timeout` upper bound: the API server waits at most 30 s for a
+/// webhook (`timeoutSeconds` 1 to 30); nobody reads a later answer.
+pub const MAX_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// `--max-connections` upper bound.
+pub const MAX_CONNECTIONS: usize = 65_536;
 
 /// Reviews that may wait in the evaluation queue per evaluation thread.
 /// One is enough to keep a thread busy: it finds its next review queued
 /// instead of idling for the round trip that hands it one.
 const QUEUED_PER_THREAD: usize = 1;
 
-/// How long a TLS handshake may take.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a client may take to send request headers.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Readiness checks running at once, each on a fresh instance (within
+/// [`POOL_HEADROOM`]); more wait for one of them.
+const ONE_SHOT_CALLS: usize = 2;
 /// How long shutdown waits for requests in flight.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// After the body limit is hit, this much more is read and dropped so the
@@ -93,6 +128,12 @@ pub struct WebhookOptions {
     pub max_body_bytes: usize,
     /// Deadline for one review, from its headers to the answer (504 after).
     pub request_timeout: Duration,
+    /// Connections served at once; the accept loop waits while this many
+    /// are open.
+    pub max_connections: usize,
+    /// Time allowed for the TLS handshake, and for each request's headers
+    /// from the connection or the previous answer (idle time included).
+    pub header_timeout: Duration,
 }
 
 impl Default for WebhookOptions {
@@ -105,14 +146,114 @@ impl Default for WebhookOptions {
             max_concurrency: default_concurrency(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
         }
     }
 }
 
+impl WebhookOptions {
+    /// Every bound the flags have, checked again for callers that build
+    /// options in code; the error names the flag.
+    pub fn validate(&self) -> Result<()> {
+        let check = |flag: &str, value: u64, min: u64, max: u64, why: &str| {
+            flags::in_range(value, min, max, why).map_err(|e| anyhow!("{flag}: {e}"))
+        };
+        check(
+            "--max-concurrency",
+            self.max_concurrency as u64,
+            1,
+            MAX_CONCURRENCY as u64,
+            flags::CONCURRENCY_WHY,
+        )?;
+        check(
+            "--max-body-bytes",
+            self.max_body_bytes as u64,
+            MIN_BODY_BYTES as u64,
+            MAX_BODY_BYTES as u64,
+            flags::BODY_WHY,
+        )?;
+        check(
+            "--request-timeout",
+            u64::try_from(self.request_timeout.as_millis()).unwrap_or(u64::MAX),
+            1,
+            MAX_REQUEST_TIMEOUT.as_millis() as u64,
+            flags::TIMEOUT_WHY,
+        )?;
+        check(
+            "--max-connections",
+            self.max_connections as u64,
+            1,
+            MAX_CONNECTIONS as u64,
+            flags::CONNECTIONS_WHY,
+        )?;
+        if self.header_timeout.is_zero() {
+            anyhow::bail!("the header timeout must be above zero");
+        }
+        Ok(())
+    }
+}
+
+/// The flags' parsers for clap: a number in range, or a message that says
+/// the range and why (clap names the flag and exits 2).
+pub mod flags {
+    use super::{
+        MAX_BODY_BYTES, MAX_CONCURRENCY, MAX_CONNECTIONS, MAX_REQUEST_TIMEOUT, MIN_BODY_BYTES,
+    };
+
+    pub(super) const CONCURRENCY_WHY: &str = "each evaluation thread keeps a policy instance from the wasmtime pool, and each pooled instance reserves 4 GiB of address space";
+    pub(super) const BODY_WHY: &str =
+        "a review of an ordinary pod is a few KiB; bodies are held in memory while they are read";
+    pub(super) const TIMEOUT_WHY: &str =
+        "milliseconds; the API server waits at most 30 s (timeoutSeconds) for a webhook";
+    pub(super) const CONNECTIONS_WHY: &str =
+        "each connection holds a file descriptor and a TLS session";
+
+    /// `value` within `min..=max`, or why not.
+    pub(super) fn in_range(value: u64, min: u64, max: u64, why: &str) -> Result<u64, String> {
+        if (min..=max).contains(&value) {
+            Ok(value)
+        } else {
+            Err(format!("{value} is not in {min}..={max} ({why})"))
+        }
+    }
+
+    fn number(text: &str, min: u64, max: u64, why: &str) -> Result<u64, String> {
+        let value = text
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| format!("`{text}` is not a whole number in {min}..={max} ({why})"))?;
+        in_range(value, min, max, why)
+    }
+
+    /// `--max-concurrency N`: 1 to [`MAX_CONCURRENCY`].
+    pub fn max_concurrency(text: &str) -> Result<usize, String> {
+        number(text, 1, MAX_CONCURRENCY as u64, CONCURRENCY_WHY).map(|v| v as usize)
+    }
+
+    /// `--max-body-bytes N`: [`MIN_BODY_BYTES`] to [`MAX_BODY_BYTES`].
+    pub fn max_body_bytes(text: &str) -> Result<usize, String> {
+        number(text, MIN_BODY_BYTES as u64, MAX_BODY_BYTES as u64, BODY_WHY).map(|v| v as usize)
+    }
+
+    /// `--request-timeout MS`: 1 ms to [`MAX_REQUEST_TIMEOUT`], in milliseconds.
+    pub fn request_timeout_ms(text: &str) -> Result<u64, String> {
+        number(text, 1, MAX_REQUEST_TIMEOUT.as_millis() as u64, TIMEOUT_WHY)
+    }
+
+    /// `--max-connections N`: 1 to [`MAX_CONNECTIONS`].
+    pub fn max_connections(text: &str) -> Result<usize, String> {
+        number(text, 1, MAX_CONNECTIONS as u64, CONNECTIONS_WHY).map(|v| v as usize)
+    }
+}
+
 /// One evaluation per CPU: evaluation is CPU-bound, more would only queue
-/// inside the blocking pool instead of in front of it.
+/// inside the blocking pool instead of in front of it. At most
+/// [`MAX_CONCURRENCY`], on the largest machines too.
 pub fn default_concurrency() -> usize {
-    std::thread::available_parallelism().map_or(2, usize::from)
+    std::thread::available_parallelism()
+        .map_or(2, usize::from)
+        .min(MAX_CONCURRENCY)
 }
 
 /// State shared by the handlers.
@@ -120,6 +261,7 @@ struct Shared {
     slot: Arc<PolicySlot>,
     node: Arc<NodeSettings>,
     permits: Arc<Semaphore>,
+    one_shot: Arc<Semaphore>,
     pool: pool::EvaluationPool,
     max_body_bytes: usize,
     request_timeout: Duration,
@@ -156,13 +298,30 @@ pub async fn start(
     tls: Arc<rustls::ServerConfig>,
     slot: Arc<PolicySlot>,
 ) -> Result<WebhookServer> {
-    if options.max_concurrency == 0 {
-        anyhow::bail!("--max-concurrency must be at least 1");
+    options.validate()?;
+    let policy = slot.current();
+    let needed = options.max_concurrency + POOL_HEADROOM;
+    if policy.pool_instances() < needed {
+        anyhow::bail!(
+            "--max-concurrency {} needs {needed} policy instances (a warm one per evaluation thread and {POOL_HEADROOM} for one-shot calls), but the policy's wasmtime pool holds {}: size it with podpolicy::runtime::reserve_instances({}) before loading the policy",
+            options.max_concurrency,
+            policy.pool_instances(),
+            options.max_concurrency
+        );
     }
     let listener = TcpListener::bind(options.listen)
         .await
         .with_context(|| format!("listening on {}", options.listen))?;
     let local_addr = listener.local_addr().context("reading the bound address")?;
+    let metrics = Metrics::new();
+    // Instantiating a warm policy per thread takes a while for many threads:
+    // off the async workers.
+    let threads = options.max_concurrency;
+    let warm = metrics.warm_instances().clone();
+    let pool =
+        tokio::task::spawn_blocking(move || pool::EvaluationPool::start(threads, &policy, &warm))
+            .await
+            .map_err(|e| anyhow!("starting the evaluation threads: {e}"))??;
     let shared = Arc::new(Shared {
         slot,
         node: Arc::new(options.node),
@@ -171,16 +330,23 @@ pub async fn start(
                 .max_concurrency
                 .saturating_mul(QUEUED_PER_THREAD + 1),
         )),
-        pool: pool::EvaluationPool::start(options.max_concurrency)?,
+        one_shot: Arc::new(Semaphore::new(ONE_SHOT_CALLS)),
+        pool,
         max_body_bytes: options.max_body_bytes,
         request_timeout: options.request_timeout,
-        metrics: Metrics::new(),
+        metrics,
     });
     let (shutdown, shutdown_rx) = watch::channel(false);
+    let limits = ConnectionLimits {
+        max_connections: options.max_connections,
+        header_timeout: options.header_timeout,
+        open: shared.metrics.connections().clone(),
+    };
     let task = tokio::spawn(accept_loop(
         listener,
         TlsAcceptor::from(tls),
         router(shared),
+        limits,
         shutdown_rx,
     ));
     Ok(WebhookServer {
@@ -226,14 +392,34 @@ async fn wait_for_signal() -> Result<()> {
     }
 }
 
+/// How many connections, and how long they may stay silent.
+struct ConnectionLimits {
+    max_connections: usize,
+    header_timeout: Duration,
+    /// Open connections (a gauge on /metrics).
+    open: prometheus_client::metrics::gauge::Gauge,
+}
+
 async fn accept_loop(
     listener: TcpListener,
     acceptor: TlsAcceptor,
     router: Router,
+    limits: ConnectionLimits,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let graceful = GracefulShutdown::new();
+    let places = Arc::new(Semaphore::new(limits.max_connections));
     loop {
+        // A place first: at the cap, the next client waits in the listen
+        // backlog until a connection closes (the timeouts bound how long).
+        let place = tokio::select! {
+            place = places.clone().acquire_owned() => match place {
+                Ok(place) => place,
+                // Never closed.
+                Err(_) => break,
+            },
+            _ = shutdown.changed() => break,
+        };
         let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(pair) => pair,
@@ -251,8 +437,11 @@ async fn accept_loop(
         let acceptor = acceptor.clone();
         let service = TowerToHyperService::new(router.clone());
         let watcher = graceful.watcher();
+        let header_timeout = limits.header_timeout;
+        let open = OpenConnection::new(place, limits.open.clone());
         tokio::spawn(async move {
-            let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+            let _open = open;
+            let stream = match tokio::time::timeout(header_timeout, acceptor.accept(tcp)).await {
                 Ok(Ok(stream)) => stream,
                 Ok(Err(e)) => {
                     tracing::debug!(%peer, error = %e, "TLS handshake failed");
@@ -265,7 +454,7 @@ async fn accept_loop(
             };
             let mut http = hyper::server::conn::http1::Builder::new();
             http.timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .header_read_timeout(header_timeout)
                 .keep_alive(true);
             let connection = http.serve_connection(TokioIo::new(stream), service);
             if let Err(e) = watcher.watch(connection).await {
@@ -305,9 +494,14 @@ async fn healthz() -> &'static str {
 }
 
 /// Ready when the serving policy instantiates and answers `policy-info`.
+/// At most [`ONE_SHOT_CALLS`] checks run at once (each holds a fresh
+/// instance from the pool's headroom); more wait for their turn.
 async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
+    // Never closed, so this only waits.
+    let turn = shared.one_shot.clone().acquire_owned().await.ok();
     let policy = shared.slot.current();
     let checked = tokio::task::spawn_blocking(move || {
+        let _turn = turn;
         policy
             .call(|p, store| p.call_policy_info(store))
             .map(|info| (info.policy_version, policy.digest().to_string()))
@@ -491,6 +685,32 @@ async fn answer(shared: &Arc<Shared>, endpoint: Endpoint, request: Request) -> R
             "error",
             "podpolicy: the evaluation thread dropped the review",
         ),
+    }
+}
+
+/// A connection's place under `--max-connections`, counted in the open
+/// connections gauge, while alive.
+struct OpenConnection {
+    _place: tokio::sync::OwnedSemaphorePermit,
+    gauge: prometheus_client::metrics::gauge::Gauge,
+}
+
+impl OpenConnection {
+    fn new(
+        place: tokio::sync::OwnedSemaphorePermit,
+        gauge: prometheus_client::metrics::gauge::Gauge,
+    ) -> OpenConnection {
+        gauge.inc();
+        OpenConnection {
+            _place: place,
+            gauge,
+        }
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.gauge.dec();
     }
 }
 
