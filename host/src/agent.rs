@@ -414,7 +414,11 @@ impl Agent {
             );
             Metrics::count(
                 &self.metrics.swaps,
-                if swap.rollback { "rolled_back" } else { "swapped" },
+                if swap.rollback {
+                    "rolled_back"
+                } else {
+                    "swapped"
+                },
             );
         }
         for reason in &outcome.rejected {
@@ -457,7 +461,10 @@ impl Agent {
         // The status is rewritten only when it says something new.
         let bytes = serde_json::to_vec_pretty(&report)?;
         if self.last_status.as_ref() != Some(&bytes) {
-            checkpoint::write_atomically(&self.options.state_dir.join("agent_status.json"), &bytes)?;
+            checkpoint::write_atomically(
+                &self.options.state_dir.join("agent_status.json"),
+                &bytes,
+            )?;
             self.last_status = Some(bytes);
         }
         match error {
@@ -541,7 +548,13 @@ impl Agent {
         let mut extra = Vec::new();
         let mut manager_state = self.managers.as_ref().map(|m| m.state.clone());
         if self.managers.is_some() {
-            admitted = self.admit_all(&policy, admitted, &mut report, &mut extra, &mut manager_state)?;
+            admitted = self.admit_all(
+                &policy,
+                admitted,
+                &mut report,
+                &mut extra,
+                &mut manager_state,
+            )?;
         }
 
         // Node-level values over the admitted pods.
@@ -612,7 +625,16 @@ impl Agent {
         report.writes = applied.applied;
         self.metrics.cgroup_writes.inc_by(applied.applied as u64);
         let root = CgroupRoot::open(&self.options.apply.cgroup_root)?;
+        self.metrics.pod_applied.clear();
         for result in &applied.results {
+            if result.uid.is_some() {
+                self.metrics
+                    .pod_applied
+                    .get_or_create(&crate::metrics::PodLabels {
+                        pod: result.owner.clone(),
+                    })
+                    .set(i64::from(result.error.is_none()));
+            }
             match (&result.uid, &result.error) {
                 (Some(_), None) => report.applied.push(result.owner.clone()),
                 (Some(_), Some(error)) => report.failed.push(error.clone()),
@@ -712,7 +734,13 @@ impl Agent {
                 .or_default()
                 .extend(pod.containers.iter().map(|c| c.container.clone()));
         }
-        for uid in state.cpu.pod_entries.iter().map(|p| &p.pod_uid).chain(state.memory.pod_entries.iter().map(|p| &p.pod_uid)) {
+        for uid in state
+            .cpu
+            .pod_entries
+            .iter()
+            .map(|p| &p.pod_uid)
+            .chain(state.memory.pod_entries.iter().map(|p| &p.pod_uid))
+        {
             holders.entry(uid.clone()).or_default();
         }
         let mut state = managers.state.clone();
@@ -721,9 +749,18 @@ impl Agent {
                 continue;
             }
             for container in &containers {
-                state = match policy.release(&uid, container, &managers.topology, &state, &self.options.node)? {
+                state = match policy.release(
+                    &uid,
+                    container,
+                    &managers.topology,
+                    &state,
+                    &self.options.node,
+                )? {
                     Ok(state) => state,
-                    Err(errors) => bail!("releasing {uid}/{container}: {}", format_field_errors(&errors)),
+                    Err(errors) => bail!(
+                        "releasing {uid}/{container}: {}",
+                        format_field_errors(&errors)
+                    ),
                 };
             }
             let still_held = state.cpu.pod_entries.iter().any(|p| p.pod_uid == uid)
@@ -736,7 +773,9 @@ impl Agent {
                 ));
             } else {
                 tracing::warn!(uid = %uid, "released manager state no pod explains (left by a crash, or by admit on this state directory)");
-                report.removed.push(format!("uid {uid} (unrecorded manager state)"));
+                report
+                    .removed
+                    .push(format!("uid {uid} (unrecorded manager state)"));
             }
         }
         if state != managers.state {

@@ -758,7 +758,11 @@ fn apply_owners(
         let pod = match pod_cgroups(doc, explanation, node) {
             Ok(pod) => pod,
             Err(e) => {
-                units.push(Unit::failed(owner, uid, format!("{} ({}): {e:#}", explanation.pod, doc.origin)));
+                units.push(Unit::failed(
+                    owner,
+                    uid,
+                    format!("{} ({}): {e:#}", explanation.pod, doc.origin),
+                ));
                 continue;
             }
         };
@@ -771,7 +775,9 @@ fn apply_owners(
         for path in &paths {
             if let Some(&other) = claimed.get(path) {
                 let text = |me: &str, them: &str| {
-                    format!("{me}: its cgroup {path} is also the cgroup of pod {them}; neither is written")
+                    format!(
+                        "{me}: its cgroup {path} is also the cgroup of pod {them}; neither is written"
+                    )
                 };
                 conflicts.insert(index, text(&owner, &units[other].owner));
                 conflicts.insert(other, text(&units[other].owner, &owner));
@@ -801,7 +807,10 @@ fn apply_owners(
     // The managers' files go to the pod whose cgroups they are in.
     for values in extra {
         let owner = units.iter().position(|u| {
-            u.uid.is_some() && u.desired.first().is_some_and(|pod| values.path.lineage().contains(&pod.path))
+            u.uid.is_some()
+                && u.desired
+                    .first()
+                    .is_some_and(|pod| values.path.lineage().contains(&pod.path))
         });
         let checked = check_files(&format!("cgroup {}", values.path), &values.files);
         match (owner, checked) {
@@ -887,7 +896,11 @@ fn apply_owners(
                         Change::Mkdir { dir } => dir,
                         Change::Write { path, .. } => path,
                     };
-                    changes.push(ChangeOut::new(&owner_of(path), change, ChangeStatus::Planned));
+                    changes.push(ChangeOut::new(
+                        &owner_of(path),
+                        change,
+                        ChangeStatus::Planned,
+                    ));
                 }
             }
             Err(e) => bail!("{e}"),

@@ -435,11 +435,10 @@ impl CgroupRoot {
             }
         })?;
         // The type of what was opened (not of a path that may change since).
-        let stat = nix::sys::statfs::fstatfs(&fd)
-            .map_err(|e| refuse(format!("cannot statfs: {e}")))?;
+        let stat =
+            nix::sys::statfs::fstatfs(&fd).map_err(|e| refuse(format!("cannot statfs: {e}")))?;
         let fs_type = stat.filesystem_type();
-        const DEVTMPFS_MAGIC: nix::sys::statfs::FsType =
-            nix::sys::statfs::FsType(0x1373 as _);
+        const DEVTMPFS_MAGIC: nix::sys::statfs::FsType = nix::sys::statfs::FsType(0x1373 as _);
         let kind = if fs_type == CGROUP2_SUPER_MAGIC {
             RootKind::Cgroup2
         } else if fs_type == CGROUP_SUPER_MAGIC {
@@ -447,8 +446,13 @@ impl CgroupRoot {
                 "is a cgroup v1 mount (a v1 or hybrid host?); podpolicy writes cgroup v2 only"
                     .to_string(),
             ));
-        } else if [SYSFS_MAGIC, PROC_SUPER_MAGIC, DEVPTS_SUPER_MAGIC, DEVTMPFS_MAGIC]
-            .contains(&fs_type)
+        } else if [
+            SYSFS_MAGIC,
+            PROC_SUPER_MAGIC,
+            DEVPTS_SUPER_MAGIC,
+            DEVTMPFS_MAGIC,
+        ]
+        .contains(&fs_type)
         {
             return Err(refuse(
                 "is not a cgroup v2 mount (a kernel filesystem: sysfs, procfs or devices); refusing to write there"
@@ -1012,7 +1016,10 @@ fn make_dir(root: &CgroupRoot, dir: &Path) -> Result<(), CgroupError> {
         Err(nix::errno::Errno::EEXIST) if existing_dir(root, dir)? => Ok(()),
         Err(nix::errno::Errno::EEXIST) => Err(CgroupError::Mkdir {
             path: dir.to_path_buf(),
-            source: io::Error::new(io::ErrorKind::AlreadyExists, "exists and is not a directory"),
+            source: io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "exists and is not a directory",
+            ),
         }),
         Err(errno) => Err(CgroupError::Mkdir {
             path: dir.to_path_buf(),

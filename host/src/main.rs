@@ -613,7 +613,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Policy {
             command: PolicyCommand::Status { policy_dir, output },
         } => {
-            let dir = podpolicy::policy_dir::PolicyDir::open(policy_dir)?;
+            let dir = podpolicy::policy_dir::PolicyDir::open_existing(policy_dir)?;
             let state = dir.state()?;
             print(*output, "PolicyStatus", || state.to_table(), &state)?;
             Ok(ExitCode::SUCCESS)
@@ -941,7 +941,14 @@ fn run_agent(
     let started = *START.get_or_init(std::time::Instant::now);
     let metrics = std::sync::Arc::new(podpolicy::metrics::Metrics::new());
     let slot = std::sync::Arc::new(podpolicy::swap::PolicySlot::new(policy));
+    let resync = options.resync;
     let mut agent = podpolicy::agent::Agent::start(options, slot, metrics.clone(), started)?;
+    // /healthz fails when the loop has not gone round for three resync
+    // periods and a minute (a pass stuck in a read, a write or a call).
+    metrics.watch_liveness(
+        agent.heartbeat(),
+        resync * 3 + std::time::Duration::from_secs(60),
+    );
     if once {
         // One shot: candidates are vetted to the end before the pass.
         agent.settle_policy_dir(podpolicy::policy_dir::VETTING_DEADLINE)?;

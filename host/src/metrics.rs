@@ -66,6 +66,13 @@ pub struct PolicyLabels {
     pub digest: String,
 }
 
+/// A pod label: `namespace/name`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PodLabels {
+    /// `namespace/name`.
+    pub pod: String,
+}
+
 /// An outcome label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
@@ -76,6 +83,13 @@ pub struct ResultLabels {
 /// Every metric the agent exports.
 pub struct Metrics {
     registry: Registry,
+    /// The serving loop's heartbeat and how stale it may get before
+    /// `/healthz` fails (see [`Metrics::watch_liveness`]).
+    liveness: std::sync::Mutex<Option<(Arc<crate::swap::Heartbeat>, Duration)>>,
+    /// `podpolicy_pod_applied{pod}`: 1 when the pod's cgroups hold the
+    /// policy's values after the last pass, 0 when they could not be
+    /// written (see `agent_status.json` for why).
+    pub pod_applied: Family<PodLabels, Gauge>,
     /// `kubelet_memory_qos_memory_min_bytes`.
     pub memory_min_bytes: Family<CgroupLabels, Gauge>,
     /// `kubelet_memory_qos_memory_high_bytes`.
@@ -134,7 +148,14 @@ impl Metrics {
             reconciles: Family::default(),
             cgroup_writes: Counter::default(),
             registry: Registry::default(),
+            liveness: std::sync::Mutex::new(None),
+            pod_applied: Family::default(),
         };
+        registry.register(
+            "podpolicy_pod_applied",
+            "1 when the pod's cgroups hold the policy's values after the last pass, 0 when writing them failed",
+            m.pod_applied.clone(),
+        );
         registry.register(
             "kubelet_memory_qos_memory_min_bytes",
             "memory.min written to a pod or container cgroup (KEP-2570)",
@@ -237,6 +258,26 @@ impl Metrics {
         text
     }
 
+    /// Make `/healthz` fail once `heartbeat` has not beaten for `max_age`
+    /// (a reconcile stuck in a read, a write or a call).
+    pub fn watch_liveness(&self, heartbeat: Arc<crate::swap::Heartbeat>, max_age: Duration) {
+        *self.liveness.lock().unwrap_or_else(|e| e.into_inner()) = Some((heartbeat, max_age));
+    }
+
+    /// Alive unless a watched heartbeat is older than its limit; `Err` says
+    /// for how long it has not beaten.
+    pub fn liveness(&self) -> std::result::Result<(), String> {
+        let watched = self.liveness.lock().unwrap_or_else(|e| e.into_inner());
+        match &*watched {
+            Some((heartbeat, max_age)) if !heartbeat.is_alive(*max_age) => Err(format!(
+                "the reconcile loop has not gone round for {} s (limit {} s)",
+                heartbeat.age().as_secs(),
+                max_age.as_secs()
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Ready once a reconcile pass has succeeded (`podpolicy_reconciles_total{result="ok"}`
     /// above zero): the agent read its pods, evaluated them and applied the
     /// result at least once. `Err` says what it is waiting for.
@@ -329,7 +370,21 @@ pub fn serve_with(
                 }
             }),
         )
-        .route("/healthz", axum::routing::get(|| async { "ok" }))
+        .route("/healthz", {
+            let metrics = metrics.clone();
+            axum::routing::get(move || {
+                let metrics = metrics.clone();
+                async move {
+                    match metrics.liveness() {
+                        Ok(()) => (axum::http::StatusCode::OK, "ok".to_string()),
+                        Err(why) => (
+                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                            format!("stuck: {why}\n"),
+                        ),
+                    }
+                }
+            })
+        })
         .route(
             "/readyz",
             axum::routing::get(move || {

@@ -370,6 +370,21 @@ fn parse_request_name(name: &str) -> Option<Request> {
 
 impl PolicyDir {
     /// Open (and create) a policy directory.
+    /// Open an existing policy directory without creating anything (what
+    /// `policy status` reads: a typo in the path is an error, not a new
+    /// empty directory).
+    pub fn open_existing(dir: &Path) -> Result<PolicyDir> {
+        match std::fs::metadata(dir) {
+            Ok(meta) if meta.is_dir() => Ok(PolicyDir {
+                dir: dir.to_path_buf(),
+            }),
+            Ok(_) => Err(anyhow!("{}: not a directory", dir.display())),
+            Err(e) => Err(anyhow!("policy directory {}: {e}", dir.display())),
+        }
+    }
+
+    /// Open `dir`, creating it and its `requests/` when missing (the
+    /// serving process and `policy activate|rollback`).
     pub fn open(dir: &Path) -> Result<PolicyDir> {
         std::fs::create_dir_all(dir.join("requests"))
             .with_context(|| format!("creating policy directory {}", dir.display()))?;

@@ -186,7 +186,8 @@ impl CgroupIo for FsIo {
     }
 
     fn write(&mut self, cgroup: &Path, file: &str, value: &str) -> Result<()> {
-        crate::cgroupfs::validate_name("cgroup file name", file).map_err(|e| anyhow::anyhow!("{e}"))?;
+        crate::cgroupfs::validate_name("cgroup file name", file)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         let create = self.root.kind() == crate::cgroupfs::RootKind::Directory;
         crate::cgroupfs::write_file(&self.root, &cgroup.join(file), value, create)
             .map_err(|e| anyhow::anyhow!("{e}"))

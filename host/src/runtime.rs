@@ -283,8 +283,13 @@ impl PolicyRuntime {
 
     /// Load a policy component from a file.
     pub fn from_file(path: &Path, cache: &Cache, limits: Limits) -> Result<PolicyRuntime> {
-        let bytes =
-            std::fs::read(path).with_context(|| format!("reading policy {}", path.display()))?;
+        // A regular file of bounded size: never a FIFO, a device or a
+        // file growing without end.
+        let bytes = crate::bounded_read::read_regular_file(
+            path,
+            crate::policy_dir::MAX_CANDIDATE_BYTES,
+            "policy component",
+        )?;
         PolicyRuntime::from_bytes(&bytes, cache, limits)
             .with_context(|| format!("loading policy {}", path.display()))
     }

@@ -170,8 +170,7 @@ impl StateDir {
             crash_point(&format!("commit: {name} replaced"));
         }
         let record = self.dir.join(INTENT_FILE);
-        std::fs::remove_file(&record)
-            .with_context(|| format!("removing {}", record.display()))?;
+        std::fs::remove_file(&record).with_context(|| format!("removing {}", record.display()))?;
         sync_dir(&self.dir)?;
         crash_point("commit: done");
         Ok(())
@@ -347,10 +346,8 @@ mod tests {
     use super::*;
 
     fn temp(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "podpolicy-state-dir-{name}-{}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("podpolicy-state-dir-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         dir
     }
@@ -361,15 +358,22 @@ mod tests {
         let first = StateDir::lock(&dir, Duration::ZERO).unwrap();
         let err = StateDir::lock(&dir, Duration::from_millis(50)).unwrap_err();
         let text = format!("{err:#}");
-        assert!(text.contains("is locked by another podpolicy process"), "{text}");
-        assert!(text.contains(&format!("pid {}", std::process::id())), "{text}");
+        assert!(
+            text.contains("is locked by another podpolicy process"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("pid {}", std::process::id())),
+            "{text}"
+        );
         drop(first);
         StateDir::lock(&dir, Duration::ZERO).expect("free again");
     }
 
     #[test]
     fn a_commit_interrupted_at_any_point_is_all_or_nothing() {
-        let files = |a: &str, b: &str| vec![("a", a.as_bytes().to_vec()), ("b", b.as_bytes().to_vec())];
+        let files =
+            |a: &str, b: &str| vec![("a", a.as_bytes().to_vec()), ("b", b.as_bytes().to_vec())];
         // Every step boundary of a commit.
         let dir = temp("points");
         let state = StateDir::lock(&dir, Duration::ZERO).unwrap();
@@ -397,7 +401,11 @@ mod tests {
             let _state = StateDir::lock(&dir, Duration::ZERO).unwrap();
             let on_disk = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
             assert_eq!(on_disk("a"), on_disk("b"), "{point}");
-            assert_eq!(on_disk("a"), a, "{point}: recovery disagrees with the reader");
+            assert_eq!(
+                on_disk("a"),
+                a,
+                "{point}: recovery disagrees with the reader"
+            );
             let leftovers: Vec<_> = std::fs::read_dir(&dir)
                 .unwrap()
                 .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

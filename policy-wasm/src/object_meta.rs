@@ -84,13 +84,28 @@ mod tests {
             dns1123_subdomain("metadata.name", good, &mut errors);
             assert!(errors.is_empty(), "{good}: {errors:?}");
         }
-        for bad in ["web/evil", "Web", "-web", "web-", "a..b", ".a", "a_b", "ü", &"a".repeat(254)] {
+        for bad in [
+            "web/evil",
+            "Web",
+            "-web",
+            "web-",
+            "a..b",
+            ".a",
+            "a_b",
+            "ü",
+            &"a".repeat(254),
+        ] {
             let mut errors = Vec::new();
             dns1123_subdomain("metadata.name", bad, &mut errors);
             assert!(!errors.is_empty(), "{bad}");
             assert_eq!(errors[0].field, "metadata.name");
         }
-        for (bad, n) in [("web.ns", 1), ("a/b", 1), (&"a".repeat(64) as &str, 1), ("", 1)] {
+        for (bad, n) in [
+            ("web.ns", 1),
+            ("a/b", 1),
+            (&"a".repeat(64) as &str, 1),
+            ("", 1),
+        ] {
             let mut errors = Vec::new();
             dns1123_label("metadata.namespace", bad, &mut errors);
             assert_eq!(errors.len(), n, "{bad}: {errors:?}");

@@ -128,7 +128,13 @@ fn checkpoint_uids(state: &Path) -> BTreeSet<String> {
     if !text.is_empty() {
         let json: serde_json::Value = serde_json::from_str(&text).unwrap();
         for key in ["entries", "podEntries"] {
-            uids.extend(json[key].as_object().into_iter().flatten().map(|(k, _)| k.clone()));
+            uids.extend(
+                json[key]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, _)| k.clone()),
+            );
         }
     }
     uids
@@ -184,7 +190,10 @@ fn crash_scenario(n: &Node) -> Agent {
     std::fs::write(n.pods.join("b.yaml"), exclusive_pod("b", 2)).unwrap();
     let mut agent = start_agent(n, STATIC_NODE);
     let report = agent.reconcile().unwrap();
-    assert!(report.errors.is_empty() && report.failed.is_empty(), "{report:?}");
+    assert!(
+        report.errors.is_empty() && report.failed.is_empty(),
+        "{report:?}"
+    );
     std::fs::remove_file(n.pods.join("b.yaml")).unwrap();
     std::fs::write(n.pods.join("c.yaml"), exclusive_pod("c", 4)).unwrap();
     agent
@@ -195,7 +204,10 @@ fn crash_scenario(n: &Node) -> Agent {
 fn assert_recovered(n: &Node, context: &str) {
     let mut agent = start_agent(n, STATIC_NODE);
     let report = agent.reconcile().unwrap();
-    assert!(report.errors.is_empty() && report.failed.is_empty(), "{context}: {report:?}");
+    assert!(
+        report.errors.is_empty() && report.failed.is_empty(),
+        "{context}: {report:?}"
+    );
     let want: BTreeSet<String> = ["uid-a", "uid-c"].map(String::from).into();
     assert_eq!(checkpoint_uids(&n.state), want, "{context}: checkpoint");
     assert_no_double_assignment(&n.state, context);
@@ -207,7 +219,11 @@ fn assert_recovered(n: &Node, context: &str) {
         ["poduid-a", "poduid-c"].map(String::from).into(),
         "{context}: pod cgroups"
     );
-    assert!(leftovers(&n.state).is_empty(), "{context}: {:?}", leftovers(&n.state));
+    assert!(
+        leftovers(&n.state).is_empty(),
+        "{context}: {:?}",
+        leftovers(&n.state)
+    );
 }
 
 #[test]
@@ -288,7 +304,10 @@ fn kill_9_at_random_moments_then_restart_leaks_nothing() {
     // A final clean run must converge on exactly the manifests.
     let mut agent = start_agent(&n, STATIC_NODE);
     let report = agent.reconcile().unwrap();
-    assert!(report.errors.is_empty() && report.failed.is_empty(), "{report:?}");
+    assert!(
+        report.errors.is_empty() && report.failed.is_empty(),
+        "{report:?}"
+    );
     let want: BTreeSet<String> = names
         .iter()
         .filter(|name| n.pods.join(format!("{name}.yaml")).exists())
@@ -351,7 +370,10 @@ fn a_second_agent_on_a_locked_state_directory_fails_clearly() {
     let _first = start_agent(&n, PLAIN_NODE);
     let held = state_dir::StateDir::lock(&n.state, Duration::from_millis(100)).unwrap_err();
     let text = format!("{held:#}");
-    assert!(text.contains("locked by another podpolicy process"), "{text}");
+    assert!(
+        text.contains("locked by another podpolicy process"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -362,12 +384,28 @@ fn release_of_an_unknown_pod_or_container_is_an_error() {
     std::fs::write(&pod, exclusive_pod("p", 2)).unwrap();
     let state_arg = state.display().to_string();
     let pod_arg = pod.display().to_string();
-    let (code, out, err) =
-        podpolicy(&["admit", "--node", STATIC_NODE, "--sysfs", SYSFS, "--state", &state_arg, &pod_arg]);
+    let (code, out, err) = podpolicy(&[
+        "admit",
+        "--node",
+        STATIC_NODE,
+        "--sysfs",
+        SYSFS,
+        "--state",
+        &state_arg,
+        &pod_arg,
+    ]);
     assert_eq!(code, 0, "{out}{err}");
     let release = |uid: &str, container: &str| {
         podpolicy(&[
-            "release", "--node", STATIC_NODE, "--sysfs", SYSFS, "--state", &state_arg, uid, container,
+            "release",
+            "--node",
+            STATIC_NODE,
+            "--sysfs",
+            SYSFS,
+            "--state",
+            &state_arg,
+            uid,
+            container,
         ])
     };
     let (code, _, err) = release("no-such-uid", "app");
@@ -375,7 +413,10 @@ fn release_of_an_unknown_pod_or_container_is_an_error() {
     assert!(err.contains("holds no resource-manager state"), "{err}");
     let (code, _, err) = release("uid-p", "no-such-container");
     assert_ne!(code, 0);
-    assert!(err.contains("has no container `no-such-container`"), "{err}");
+    assert!(
+        err.contains("has no container `no-such-container`"),
+        "{err}"
+    );
     let (code, out, err) = release("uid-p", "app");
     assert_eq!(code, 0, "{out}{err}");
     assert!(checkpoint_uids(&state).is_empty());
@@ -397,7 +438,10 @@ fn pods_mapping_to_one_systemd_cgroup_fail_alone_and_the_rest_are_written() {
     assert_eq!(report.applied, vec![static_name("c")], "{report:?}");
     assert_eq!(report.failed.len(), 2, "{report:?}");
     assert!(
-        report.failed.iter().all(|f| f.contains("is also the cgroup of pod")),
+        report
+            .failed
+            .iter()
+            .all(|f| f.contains("is also the cgroup of pod")),
         "{report:?}"
     );
     let c = n
@@ -420,12 +464,30 @@ fn a_symlinked_pod_directory_fails_that_pod_only() {
     let tier = n.cgroups.join("kubepods.slice/kubepods-burstable.slice");
     std::fs::create_dir_all(&tier).unwrap();
     std::os::unix::fs::symlink(&outside, tier.join("kubepods-burstable-poduid_a.slice")).unwrap();
-    let mut agent = start_agent(&n, PLAIN_NODE);
+    let metrics = Arc::new(Metrics::new());
+    let mut agent = Agent::start(
+        agent_options(&n, PLAIN_NODE),
+        Arc::new(PolicySlot::new(embedded())),
+        metrics.clone(),
+        Instant::now(),
+    )
+    .unwrap();
     let report = agent.reconcile().unwrap();
     assert_eq!(report.applied, vec![static_name("b")], "{report:?}");
     assert_eq!(report.failed.len(), 1, "{report:?}");
     assert!(report.failed[0].contains("symbolic link"), "{report:?}");
-    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0, "wrote through the link");
+    let text = metrics.render();
+    for want in [
+        format!("podpolicy_pod_applied{{pod=\"{}\"}} 0", static_name("a")),
+        format!("podpolicy_pod_applied{{pod=\"{}\"}} 1", static_name("b")),
+    ] {
+        assert!(text.contains(&want), "{want} missing from:\n{text}");
+    }
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        0,
+        "wrote through the link"
+    );
     let status: serde_json::Value =
         serde_json::from_slice(&std::fs::read(n.state.join("agent_status.json")).unwrap()).unwrap();
     assert_eq!(status["applied"], serde_json::json!([static_name("b")]));
@@ -462,7 +524,11 @@ fn a_pod_name_with_a_slash_is_refused_and_owns_no_other_pods_cgroups() {
 #[test]
 fn a_manifest_cut_short_removes_no_pod_until_it_is_stable() {
     let n = node_dirs("half-written");
-    let both = format!("{}---\n{}", burstable_pod("a", "uid-a"), burstable_pod("b", "uid-b"));
+    let both = format!(
+        "{}---\n{}",
+        burstable_pod("a", "uid-a"),
+        burstable_pod("b", "uid-b")
+    );
     std::fs::write(n.pods.join("pods.yaml"), &both).unwrap();
     let mut agent = start_agent(&n, PLAIN_NODE);
     let report = agent.reconcile().unwrap();
@@ -471,7 +537,10 @@ fn a_manifest_cut_short_removes_no_pod_until_it_is_stable() {
     let cut = both.split("---").next().unwrap().to_string();
     std::fs::write(n.pods.join("pods.yaml"), &cut).unwrap();
     let report = agent.reconcile().unwrap();
-    assert!(report.removed.is_empty(), "removed on a cut file: {report:?}");
+    assert!(
+        report.removed.is_empty(),
+        "removed on a cut file: {report:?}"
+    );
     assert_eq!(agent.state().pods.len(), 2);
     // The writer finishes: nothing was lost.
     std::fs::write(n.pods.join("pods.yaml"), &both).unwrap();
@@ -497,7 +566,10 @@ fn a_pod_without_containers_is_refused() {
     let report = agent.reconcile().unwrap();
     assert!(report.applied.is_empty(), "{report:?}");
     assert!(
-        report.rejected.iter().any(|r| r.contains("spec.containers")),
+        report
+            .rejected
+            .iter()
+            .any(|r| r.contains("spec.containers")),
         "{report:?}"
     );
 }
@@ -574,11 +646,22 @@ fn the_agent_does_not_wake_itself_and_writes_nothing_when_nothing_changed() {
     }
     std::thread::sleep(Duration::from_millis(1500));
     let status = n.state.join("agent_status.json");
-    let (before, modified) = (passes(), std::fs::metadata(&status).unwrap().modified().unwrap());
+    let (before, modified) = (
+        passes(),
+        std::fs::metadata(&status).unwrap().modified().unwrap(),
+    );
     std::thread::sleep(Duration::from_secs(2));
     let after = passes();
-    assert_eq!(after, before, "{} passes in 2 s with nothing changed", after - before);
-    assert_eq!(std::fs::metadata(&status).unwrap().modified().unwrap(), modified);
+    assert_eq!(
+        after,
+        before,
+        "{} passes in 2 s with nothing changed",
+        after - before
+    );
+    assert_eq!(
+        std::fs::metadata(&status).unwrap().modified().unwrap(),
+        modified
+    );
     // A real change still wakes it.
     std::fs::write(n.pods.join("new.yaml"), burstable_pod("new", "uid-new")).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -618,7 +701,10 @@ fn a_symlink_swapped_in_after_planning_is_never_followed() {
     std::fs::create_dir_all(&outside).unwrap();
     let root = CgroupRoot::open(&root_dir).unwrap();
     let desired = vec![
-        values("kubepods/burstable/podA", &[("cpu.weight", "10"), ("memory.max", "100")]),
+        values(
+            "kubepods/burstable/podA",
+            &[("cpu.weight", "10"), ("memory.max", "100")],
+        ),
         values("kubepods/burstable/podA/app", &[("cpu.weight", "10")]),
     ];
     let changes = cgroupfs::plan(&root, &desired).unwrap();
@@ -631,12 +717,19 @@ fn a_symlink_swapped_in_after_planning_is_never_followed() {
     let err = cgroupfs::apply(&root, &changes).unwrap_err();
     assert!(err.to_string().contains("symbolic link"), "{err}");
     let written: Vec<_> = walk(&outside);
-    assert_eq!(written, vec![outside.join("podA")], "files appeared outside the root");
+    assert_eq!(
+        written,
+        vec![outside.join("podA")],
+        "files appeared outside the root"
+    );
 
     // Removal through an intermediate symlink deletes nothing outside.
     std::fs::write(outside.join("podA/keep"), "x").unwrap();
-    let err = cgroupfs::remove(&root, &CgroupPath::parse("t", "kubepods/burstable/podA").unwrap())
-        .unwrap_err();
+    let err = cgroupfs::remove(
+        &root,
+        &CgroupPath::parse("t", "kubepods/burstable/podA").unwrap(),
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("symbolic link"), "{err}");
     assert!(outside.join("podA/keep").exists());
 }
@@ -657,11 +750,16 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 fn system_directories_and_kernel_filesystems_are_refused_as_roots() {
     for bad in ["/", "/etc", "/usr/lib", "/proc", "/dev"] {
         let err = CgroupRoot::open(Path::new(bad)).unwrap_err().to_string();
-        assert!(err.contains("refus") || err.contains("not a cgroup v2"), "{bad}: {err}");
+        assert!(
+            err.contains("refus") || err.contains("not a cgroup v2"),
+            "{bad}: {err}"
+        );
     }
     // sysfs by type: on this machine /sys is sysfs (cgroup v1 or hybrid
     // hosts have tmpfs or cgroup mounts below /sys/fs/cgroup).
-    let err = CgroupRoot::open(Path::new("/sys/kernel")).unwrap_err().to_string();
+    let err = CgroupRoot::open(Path::new("/sys/kernel"))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("kernel filesystem"), "{err}");
 }
 
@@ -673,7 +771,8 @@ fn resize_apply_follows_no_symlink() {
     std::fs::create_dir_all(&root).unwrap();
     std::fs::create_dir_all(outside.join("kubepods.slice")).unwrap();
     // Every pod cgroup is below kubepods.slice: make it a link out.
-    std::os::unix::fs::symlink(outside.join("kubepods.slice"), root.join("kubepods.slice")).unwrap();
+    std::os::unix::fs::symlink(outside.join("kubepods.slice"), root.join("kubepods.slice"))
+        .unwrap();
     let (code, out, err) = podpolicy(&[
         "resize",
         "--node",
@@ -685,6 +784,48 @@ fn resize_apply_follows_no_symlink() {
         root.to_str().unwrap(),
     ]);
     assert_eq!(code, 2, "{out}{err}");
-    assert!(out.contains("symbolic link") || err.contains("symbolic link"), "{out}{err}");
-    assert_eq!(walk(&outside), vec![outside.join("kubepods.slice")], "written through the link");
+    assert!(
+        out.contains("symbolic link") || err.contains("symbolic link"),
+        "{out}{err}"
+    );
+    assert_eq!(
+        walk(&outside),
+        vec![outside.join("kubepods.slice")],
+        "written through the link"
+    );
+}
+
+#[test]
+fn healthz_fails_when_the_reconcile_loop_stops_going_round() {
+    use std::io::{Read as _, Write as _};
+    let metrics = Arc::new(Metrics::new());
+    let heartbeat = Arc::new(podpolicy::swap::Heartbeat::new());
+    metrics.watch_liveness(heartbeat.clone(), Duration::from_millis(200));
+    let addr = podpolicy::metrics::serve("127.0.0.1:0".parse().unwrap(), metrics).unwrap();
+    let get = || {
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        text
+    };
+    heartbeat.beat();
+    assert!(get().starts_with("HTTP/1.1 200"), "a fresh beat is alive");
+    std::thread::sleep(Duration::from_millis(400));
+    let stuck = get();
+    assert!(stuck.starts_with("HTTP/1.1 503"), "{stuck}");
+    assert!(stuck.contains("has not gone round"), "{stuck}");
+    heartbeat.beat();
+    assert!(get().starts_with("HTTP/1.1 200"));
+}
+
+#[test]
+fn policy_status_of_a_missing_directory_is_an_error_and_creates_nothing() {
+    let dir = temp_dir("policy-status-missing").join("no-such-dir");
+    let (code, _, err) = podpolicy(&["policy", "status", "--policy-dir", dir.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no-such-dir"), "{err}");
+    assert!(!dir.exists(), "policy status created the directory");
 }

@@ -174,7 +174,9 @@ fn every_json_output_has_its_kind_and_schema() {
     );
     keys_are_camel_case(&apply, "");
     check("PolicyInfo", &["policy", "info", "-o", "json"], &[0]);
+    // `policy status` reads an existing directory (a missing one is an error).
     let policy_dir = dir.join("policy-dir");
+    std::fs::create_dir_all(&policy_dir).expect("policy dir");
     check(
         "PolicyStatus",
         &[

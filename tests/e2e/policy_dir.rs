@@ -391,8 +391,9 @@ fn the_agent_reconciles_while_the_policy_directory_holds_a_fifo_and_a_link_to_de
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    // Passes go on (the status file is rewritten by each) and the three
-    // refusals are recorded.
+    // Passes go on (the status file is rewritten by each pass that has
+    // something new: a pod is added after each) and the refusals are
+    // recorded.
     let status = state_dir.join("agent_status.json");
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut passes = 0;
@@ -402,6 +403,14 @@ fn the_agent_reconciles_while_the_policy_directory_holds_a_fifo_and_a_link_to_de
         if stamp.is_some() && stamp != last {
             passes += 1;
             last = stamp;
+            // A pass that changes nothing writes nothing: give the next one
+            // something new to report (one more pod).
+            let ide = std::fs::read_to_string(pods.join("kep-ide.yaml")).unwrap();
+            std::fs::write(
+                pods.join(format!("kep-ide-{passes}.yaml")),
+                ide.replace("name: myide", &format!("name: myide-{passes}")),
+            )
+            .unwrap();
         }
         let recorded = PolicyDir::open(&dir).unwrap().state().unwrap_or_default();
         if passes >= 3 && recorded.files.len() == 2 && recorded.vetting.is_empty() {
