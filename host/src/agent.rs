@@ -748,21 +748,15 @@ impl Agent {
             if present.contains(&uid) || self.state.pods.contains_key(&uid) {
                 continue;
             }
-            for container in &containers {
-                state = match policy.release(
-                    &uid,
-                    container,
-                    &managers.topology,
-                    &state,
-                    &self.options.node,
-                )? {
-                    Ok(state) => state,
-                    Err(errors) => bail!(
-                        "releasing {uid}/{container}: {}",
-                        format_field_errors(&errors)
-                    ),
-                };
-            }
+            state = release_containers(
+                policy,
+                &managers.topology,
+                &self.options.node,
+                state,
+                &uid,
+                &uid,
+                &containers,
+            )?;
             let still_held = state.cpu.pod_entries.iter().any(|p| p.pod_uid == uid)
                 || state.memory.pod_entries.iter().any(|p| p.pod_uid == uid)
                 || state.cpu.entries.iter().any(|p| p.pod_uid == uid)
@@ -1027,26 +1021,15 @@ impl Agent {
         if let Some(managers) = self.managers.as_mut()
             && (applied.managed || managers.admissions.contains_key(uid))
         {
-            let mut state = managers.state.clone();
-            for container in &applied.containers {
-                state = match policy.release(
-                    uid,
-                    container,
-                    &managers.topology,
-                    &state,
-                    &self.options.node,
-                )? {
-                    Ok(state) => state,
-                    Err(errors) => {
-                        return Err(anyhow!(
-                            "releasing {}/{container}: {}",
-                            applied.pod,
-                            format_field_errors(&errors)
-                        ));
-                    }
-                };
-            }
-            managers.state = state;
+            managers.state = release_containers(
+                policy,
+                &managers.topology,
+                &self.options.node,
+                managers.state.clone(),
+                uid,
+                &applied.pod,
+                &applied.containers,
+            )?;
             managers.admissions.remove(uid);
         }
         self.state.pods.remove(uid);
@@ -1204,6 +1187,29 @@ pub fn read_memory_events(root: &CgroupRoot, cgroup: &Path) -> BTreeMap<String, 
             Some((key.to_string(), value.trim().parse().ok()?))
         })
         .collect()
+}
+
+/// `state` with each of `containers` of the pod `uid` released (the pod's
+/// resources go with its last container); `shown` names the pod in errors.
+fn release_containers<'a>(
+    policy: &PolicyRuntime,
+    topology: &NodeTopology,
+    node: &NodeSettings,
+    mut state: ManagerState,
+    uid: &str,
+    shown: &str,
+    containers: impl IntoIterator<Item = &'a String>,
+) -> Result<ManagerState> {
+    for container in containers {
+        state = match policy.release(uid, container, topology, &state, node)? {
+            Ok(state) => state,
+            Err(errors) => bail!(
+                "releasing {shown}/{container}: {}",
+                format_field_errors(&errors)
+            ),
+        };
+    }
+    Ok(state)
 }
 
 /// A cgroup as `agent_state.json` records it: relative to the root.
