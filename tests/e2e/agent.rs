@@ -14,7 +14,7 @@ use podpolicy::runtime::{Cache, EMBEDDED_POLICY, Limits, PolicyRuntime};
 use podpolicy::swap::PolicySlot;
 
 use crate::hostile_policy::{Hostility, component};
-use crate::util::{cache_dir, temp_dir, workspace};
+use crate::util::{cache_dir, embedded_variant, temp_dir, workspace};
 
 const NODE: &str = "fixtures/nodes/node-1000gi.yaml";
 
@@ -25,20 +25,6 @@ fn tight_limits() -> Limits {
         deadline: Duration::from_millis(1_000),
         memory_bytes: 64 << 20,
     }
-}
-
-/// The embedded policy with a custom section appended: the same policy
-/// under another digest, i.e. a valid new version.
-fn embedded_variant(tag: &str) -> Vec<u8> {
-    let name = b"podpolicy-test-tag";
-    let mut payload = vec![name.len() as u8];
-    payload.extend_from_slice(name);
-    payload.extend_from_slice(tag.as_bytes());
-    let mut bytes = EMBEDDED_POLICY.to_vec();
-    bytes.push(0); // custom section id
-    bytes.push(payload.len() as u8); // LEB128 of a length < 128
-    bytes.extend(payload);
-    bytes
 }
 
 fn runtime(bytes: &[u8], limits: Limits) -> PolicyRuntime {

@@ -15,21 +15,7 @@ use podpolicy::runtime::{Cache, EMBEDDED_POLICY, Limits, PolicyRuntime};
 use podpolicy::swap::PolicySlot;
 
 use crate::hostile_policy::{Hostility, component};
-use crate::util::{cache_dir, temp_dir};
-
-/// The embedded policy with a custom section appended: the same policy
-/// under another digest, i.e. a valid new version.
-fn variant(tag: &str) -> Vec<u8> {
-    let name = b"podpolicy-test-tag";
-    let mut payload = vec![name.len() as u8];
-    payload.extend_from_slice(name);
-    payload.extend_from_slice(tag.as_bytes());
-    let mut bytes = EMBEDDED_POLICY.to_vec();
-    bytes.push(0); // custom section id
-    bytes.push(payload.len() as u8); // LEB128 of a length < 128
-    bytes.extend(payload);
-    bytes
-}
+use crate::util::{cache_dir, embedded_variant, temp_dir};
 
 fn slot() -> PolicySlot {
     PolicySlot::new(
@@ -156,7 +142,7 @@ fn fifos_and_oversized_candidates_are_refused_by_what_they_are() {
 
     // A lower cap, for a file that is read: refused with its size too.
     let dir = policies("policy-dir-cap");
-    std::fs::write(dir.join("v2.wasm"), variant("cap")).unwrap();
+    std::fs::write(dir.join("v2.wasm"), embedded_variant("cap")).unwrap();
     let mut server = self::server(&dir, &slot);
     server.set_max_candidate_bytes(1000);
     let rejected = settle(&mut server, &slot).rejected;
@@ -164,7 +150,7 @@ fn fifos_and_oversized_candidates_are_refused_by_what_they_are() {
         rejected,
         [format!(
             "policy candidate v2.wasm is larger than 1000 bytes ({} bytes)",
-            variant("cap").len()
+            embedded_variant("cap").len()
         )]
     );
 }
@@ -175,7 +161,7 @@ fn a_poll_never_waits_for_a_candidate_and_a_later_poll_swaps_it() {
     let slot = slot();
     let base = slot.current().digest().to_string();
     let mut server = server(&dir, &slot);
-    let good = variant("async");
+    let good = embedded_variant("async");
     std::fs::write(dir.join("v2.wasm"), &good).unwrap();
 
     // The poll that finds it starts its vetting thread and returns: the
@@ -200,7 +186,7 @@ fn a_candidate_written_in_two_halves_is_accepted_once_complete() {
     let dir = policies("policy-dir-halves");
     let slot = slot();
     let mut server = server(&dir, &slot);
-    let good = variant("halves");
+    let good = embedded_variant("halves");
     let (first, second) = good.split_at(good.len() / 2);
     let path = dir.join("v2.wasm");
     std::fs::write(&path, first).unwrap();
@@ -277,7 +263,7 @@ fn a_candidate_interrupted_by_a_restart_is_not_vetted_again_until_it_changes() {
     let dir = policies("policy-dir-interrupted");
     let slot = slot();
     let mut server = server(&dir, &slot);
-    std::fs::write(dir.join("crash.wasm"), variant("crash")).unwrap();
+    std::fs::write(dir.join("crash.wasm"), embedded_variant("crash")).unwrap();
     // The server stops while the candidate is being vetted (a crash it
     // caused would look the same).
     server.poll(&slot, &vet).unwrap();
@@ -298,7 +284,7 @@ fn a_candidate_interrupted_by_a_restart_is_not_vetted_again_until_it_changes() {
     );
 
     // Changed, it is a candidate again.
-    std::fs::write(dir.join("crash.wasm"), variant("crash-2")).unwrap();
+    std::fs::write(dir.join("crash.wasm"), embedded_variant("crash-2")).unwrap();
     assert_eq!(settle(&mut server, &slot).swapped.len(), 1);
 }
 
@@ -330,7 +316,7 @@ fn a_candidate_past_its_deadline_is_given_up_and_the_next_one_is_vetted() {
 
     // The abandoned thread does not hold up the next candidate.
     server.set_vetting_deadline(Duration::from_secs(300));
-    let good = variant("after-deadline");
+    let good = embedded_variant("after-deadline");
     std::fs::write(dir.join("v2.wasm"), &good).unwrap();
     let outcome = settle(&mut server, &slot);
     assert_eq!(outcome.swapped.len(), 1, "{outcome:?}");
@@ -451,7 +437,7 @@ fn the_agent_reconciles_while_the_policy_directory_holds_a_fifo_and_a_link_to_de
 fn an_older_state_keeps_its_verdicts_and_a_file_replaced_under_its_name_is_vetted() {
     let dir = policies("policy-dir-older-state");
     let slot = slot();
-    let old = variant("old");
+    let old = embedded_variant("old");
     std::fs::write(dir.join("v1.wasm"), &old).unwrap();
     // A state.json from before file versions were recorded: v1.wasm was
     // seen (and rolled back since); it is not vetted again.
@@ -482,7 +468,7 @@ fn an_older_state_keeps_its_verdicts_and_a_file_replaced_under_its_name_is_vette
     // Removed, then a new file under the same name: a new candidate.
     std::fs::remove_file(dir.join("v1.wasm")).unwrap();
     assert!(settle(&mut server, &slot).rejected.is_empty());
-    let new = variant("new");
+    let new = embedded_variant("new");
     std::fs::write(dir.join("v1.wasm"), &new).unwrap();
     assert_eq!(settle(&mut server, &slot).swapped.len(), 1);
     assert_eq!(slot.current().digest(), podpolicy::runtime::digest(&new));

@@ -84,3 +84,17 @@ pub fn podpolicy_with_stdin(args: &[&str], stdin: Option<&[u8]>) -> (i32, String
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// The embedded policy with a custom section appended: the same policy
+/// under another digest, i.e. a valid new version.
+pub fn embedded_variant(tag: &str) -> Vec<u8> {
+    let name = b"podpolicy-test-tag";
+    let mut payload = vec![name.len() as u8];
+    payload.extend_from_slice(name);
+    payload.extend_from_slice(tag.as_bytes());
+    let mut bytes = podpolicy::runtime::EMBEDDED_POLICY.to_vec();
+    bytes.push(0); // custom section id
+    bytes.push(payload.len() as u8); // LEB128 of a length < 128
+    bytes.extend(payload);
+    bytes
+}
