@@ -27,8 +27,8 @@ use serde::{Deserialize, Serialize};
 use crate::apply::{ApplyOptions, apply_explained};
 use crate::bindings::{Admission, CpuIsolation, ManagerState, NodeSettings, NodeTopology, Pod};
 use crate::cgroupfs::{self, CgroupPath, CgroupRoot, CgroupValues, Removal};
+use crate::evaluation::{Evaluations, PodOutcome};
 use crate::metrics::{AllocationLabels, AssignmentLabels, CgroupLabels, Metrics, ResourceLabels};
-use crate::output::{Explanation, Report};
 use crate::pod_input::PodDocument;
 use crate::policy_dir::{PolicyDirServer, ShadowReport};
 use crate::runtime::{Cache, Limits, PolicyRuntime};
@@ -489,7 +489,7 @@ impl Agent {
 
         // Evaluate each pod on its own.
         let mut present = BTreeSet::new();
-        let mut admitted: Vec<(PodDocument, Explanation, Pod)> = Vec::new();
+        let mut admitted: Vec<(PodDocument, PodOutcome)> = Vec::new();
         for doc in docs {
             let name = pod_name(&doc.pod);
             if !present.insert(doc.pod.uid.clone()) {
@@ -512,27 +512,24 @@ impl Agent {
                         .errors
                         .push(format!("{name} ({}): {e:#}", doc.origin));
                 }
-                Ok((explanation, None)) => {
-                    Metrics::count(&self.metrics.evaluations, "rejected");
-                    let errors: Vec<String> = explanation
-                        .errors
-                        .iter()
-                        .map(|e| format!("{}: {}", e.field, e.message))
-                        .collect();
-                    report
-                        .rejected
-                        .push(format!("{name}: {}", errors.join("; ")));
-                }
-                Ok((explanation, Some(defaulted))) => {
-                    Metrics::count(&self.metrics.evaluations, "ok");
-                    // The host's sanity checks, per pod, before any write.
-                    match crate::apply::check_pod_output(&doc, &explanation, &node) {
-                        Ok(()) => admitted.push((doc, explanation, defaulted)),
-                        Err(e) => report
-                            .errors
-                            .push(format!("{name} ({}): {e:#}", doc.origin)),
+                Ok(outcome) => match outcome.evaluated() {
+                    None => {
+                        Metrics::count(&self.metrics.evaluations, "rejected");
+                        report
+                            .rejected
+                            .push(format!("{name}: {}", outcome.refusals().join("; ")));
                     }
-                }
+                    Some(evaluated) => {
+                        Metrics::count(&self.metrics.evaluations, "ok");
+                        // The host's sanity checks, per pod, before any write.
+                        match crate::apply::check_pod_output(&doc, evaluated, &node) {
+                            Ok(()) => admitted.push((doc, outcome)),
+                            Err(e) => report
+                                .errors
+                                .push(format!("{name} ({}): {e:#}", doc.origin)),
+                        }
+                    }
+                },
             }
         }
 
@@ -558,7 +555,10 @@ impl Agent {
         }
 
         // Node-level values over the admitted pods.
-        let pods: Vec<Pod> = admitted.iter().map(|(_, _, p)| p.clone()).collect();
+        let pods: Vec<Pod> = admitted
+            .iter()
+            .filter_map(|(_, o)| o.evaluated().map(|e| e.defaulted.clone()))
+            .collect();
         let node_qos = match policy.node_cgroups(&pods, &node)? {
             Ok(values) => values,
             Err(errors) => {
@@ -568,9 +568,11 @@ impl Agent {
                 ));
             }
         };
-        let docs: Vec<PodDocument> = admitted.iter().map(|(d, _, _)| d.clone()).collect();
-        let explanations: Vec<Explanation> = admitted.iter().map(|(_, e, _)| e.clone()).collect();
-        let full = Report::new(explanations.clone(), &node.name, &node_qos);
+        let (docs, outcomes): (Vec<PodDocument>, Vec<PodOutcome>) = admitted.into_iter().unzip();
+        let full = Evaluations {
+            pods: outcomes,
+            node: node_qos,
+        };
 
         // Intent first: every cgroup this pass may create is recorded as the
         // pod's (with the cgroups recorded before, until they are removed)
@@ -579,7 +581,10 @@ impl Agent {
         // changed.
         let paths = crate::apply::pod_cgroup_paths(&docs, &full, &node);
         let mut intended = self.state.clone();
-        for (doc, explanation) in docs.iter().zip(&explanations) {
+        for (doc, outcome) in docs.iter().zip(&full.pods) {
+            let Some(evaluated) = outcome.evaluated() else {
+                continue;
+            };
             let uid = &doc.pod.uid;
             let mut cgroups: Vec<String> = paths
                 .get(uid)
@@ -600,10 +605,10 @@ impl Agent {
             intended.pods.insert(
                 uid.clone(),
                 AppliedPod {
-                    pod: explanation.pod.clone(),
+                    pod: outcome.name.clone(),
                     cgroups,
-                    containers: explanation
-                        .containers
+                    containers: evaluated
+                        .containers()
                         .iter()
                         .map(|c| c.name.clone())
                         .collect(),
@@ -673,7 +678,7 @@ impl Agent {
         if let (Some(managers), Some(state)) = (self.managers.as_mut(), manager_state) {
             managers.state = state;
         }
-        self.update_memory_metrics(&root, &docs, &explanations);
+        self.update_memory_metrics(&root, &docs, &full);
 
         // Pods gone from the manifests.
         let gone: Vec<String> = self
@@ -787,25 +792,29 @@ impl Agent {
     fn admit_all(
         &mut self,
         policy: &PolicyRuntime,
-        admitted: Vec<(PodDocument, Explanation, Pod)>,
+        admitted: Vec<(PodDocument, PodOutcome)>,
         report: &mut ReconcileReport,
         extra: &mut Vec<CgroupValues>,
         new_state: &mut Option<ManagerState>,
-    ) -> Result<Vec<(PodDocument, Explanation, Pod)>> {
+    ) -> Result<Vec<(PodDocument, PodOutcome)>> {
         let node = self.options.node.clone();
         let (Some(managers), Some(state)) = (self.managers.as_mut(), new_state.as_mut()) else {
             return Ok(admitted);
         };
         let mut kept = Vec::new();
-        for (doc, explanation, pod) in admitted {
+        for (doc, outcome) in admitted {
+            let Some(evaluated) = outcome.evaluated() else {
+                continue;
+            };
+            let pod = &evaluated.defaulted;
             let uid = pod.uid.clone();
             if !managers.admissions.contains_key(&uid) {
                 let began = Instant::now();
-                let answer = policy.admit(&pod, &managers.topology, state, &node);
+                let answer = policy.admit(pod, &managers.topology, state, &node);
                 self.metrics
                     .admission_duration
                     .observe(began.elapsed().as_secs_f64());
-                let Some(admission) = admission_or_report(answer, &explanation.pod, report) else {
+                let Some(admission) = admission_or_report(answer, &outcome.name, report) else {
                     continue;
                 };
                 if let Some(rejection) = &admission.rejection {
@@ -819,17 +828,17 @@ impl Agent {
                     }
                     report.rejected.push(format!(
                         "{}: {}: {}",
-                        explanation.pod, rejection.reason, rejection.message
+                        outcome.name, rejection.reason, rejection.message
                     ));
                     continue;
                 }
                 // Check the cpusets (non-empty, inside the topology) before
                 // the state that implies them is kept.
-                let qos = crate::output::qos_from_explanation(&explanation)?;
+                let qos = evaluated.evaluation.qos_class;
                 if let Err(e) =
-                    crate::admit::cpuset_values(&admission, &pod, qos, &node, &managers.topology)
+                    crate::admit::cpuset_values(&admission, pod, qos, &node, &managers.topology)
                 {
-                    report.errors.push(format!("{}: {e:#}", explanation.pod));
+                    report.errors.push(format!("{}: {e:#}", outcome.name));
                     continue;
                 }
                 *state = admission.state.clone();
@@ -869,33 +878,37 @@ impl Agent {
                 }
                 managers.admissions.insert(uid.clone(), admission);
             }
-            kept.push((doc, explanation, pod));
+            kept.push((doc, outcome));
         }
         // Every admitted pod's files from the final state (admitting an
         // admitted pod again changes nothing), so shared-pool containers get
         // the node's current shared pool, as `apply` and `explain` compute it.
         let mut placed = Vec::new();
-        for (doc, explanation, pod) in kept {
-            let answer = policy.admit(&pod, &managers.topology, state, &node);
-            let Some(admission) = admission_or_report(answer, &explanation.pod, report) else {
+        for (doc, outcome) in kept {
+            let Some(evaluated) = outcome.evaluated() else {
+                continue;
+            };
+            let pod = &evaluated.defaulted;
+            let answer = policy.admit(pod, &managers.topology, state, &node);
+            let Some(admission) = admission_or_report(answer, &outcome.name, report) else {
                 continue;
             };
             if let Some(r) = &admission.rejection {
                 report.errors.push(format!(
                     "{}: no longer admitted on the current manager state: {}: {}",
-                    explanation.pod, r.reason, r.message
+                    outcome.name, r.reason, r.message
                 ));
                 continue;
             }
-            let qos = crate::output::qos_from_explanation(&explanation)?;
-            match crate::admit::cpuset_values(&admission, &pod, qos, &node, &managers.topology) {
+            let qos = evaluated.evaluation.qos_class;
+            match crate::admit::cpuset_values(&admission, pod, qos, &node, &managers.topology) {
                 Ok(values) => extra.extend(values),
                 Err(e) => {
-                    report.errors.push(format!("{}: {e:#}", explanation.pod));
+                    report.errors.push(format!("{}: {e:#}", outcome.name));
                     continue;
                 }
             }
-            placed.push((doc, explanation, pod));
+            placed.push((doc, outcome));
         }
         self.update_assignment_metrics();
         Ok(placed)
@@ -931,34 +944,40 @@ impl Agent {
         &self,
         root: &CgroupRoot,
         docs: &[PodDocument],
-        explanations: &[Explanation],
+        evaluations: &Evaluations,
     ) {
         self.metrics.memory_min_bytes.clear();
         self.metrics.memory_high_bytes.clear();
         let driver = self.options.node.cgroup_driver;
-        for (doc, e) in docs.iter().zip(explanations) {
-            let Ok(qos) = crate::output::qos_from_explanation(e) else {
+        for (doc, outcome) in docs.iter().zip(&evaluations.pods) {
+            let Some(evaluated) = outcome.evaluated() else {
                 continue;
             };
+            let qos = evaluated.evaluation.qos_class;
             let Ok(pod_path) = cgroupfs::pod(driver, qos, &doc.pod.uid) else {
                 continue;
             };
             let mut owners = vec![(
                 String::new(),
                 pod_path.clone(),
-                e.pod_cgroup.clone().unwrap_or_default(),
+                evaluated.evaluation.pod_cgroup_files.as_slice(),
             )];
-            for c in &e.containers {
+            for c in evaluated.containers() {
                 if let Ok(path) = cgroupfs::container(&pod_path, "container", &c.name) {
-                    owners.push((c.name.clone(), path, c.cgroup.clone()));
+                    owners.push((c.name.clone(), path, c.cgroup_files.as_slice()));
                 }
             }
             for (container, path, files) in owners {
                 let labels = CgroupLabels {
-                    pod: e.pod.clone(),
+                    pod: outcome.name.clone(),
                     container,
                 };
-                let number = |file: &str| files.get(file).and_then(|v| v.parse::<i64>().ok());
+                let number = |file: &str| {
+                    files
+                        .iter()
+                        .find(|f| f.file == file)
+                        .and_then(|f| f.value.parse::<i64>().ok())
+                };
                 if let Some(min) = number("memory.min") {
                     self.metrics
                         .memory_min_bytes

@@ -16,12 +16,15 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use crate::bindings::{CgroupVersion, NodeSettings, QosClass};
+use crate::bindings::{
+    CgroupFile, CgroupVersion, ContainerKind, NodeCgroup, NodeSettings, QosClass,
+};
 use crate::cgroupfs::{self, CgroupPath, CgroupRoot, CgroupValues, Change, Current, FileValue};
-use crate::output::{Explanation, Report};
+use crate::evaluation::{EvaluatedPod, Evaluations};
+use crate::output::Report;
 use crate::pod_input::PodDocument;
 use crate::runtime::PolicyRuntime;
 
@@ -395,20 +398,12 @@ pub fn check_files(owner: &str, files: &[FileValue]) -> Result<()> {
     Ok(())
 }
 
-fn qos_from_name(name: Option<&str>) -> Option<QosClass> {
-    match name? {
-        "Guaranteed" => Some(QosClass::Guaranteed),
-        "Burstable" => Some(QosClass::Burstable),
-        "BestEffort" => Some(QosClass::BestEffort),
-        _ => None,
-    }
-}
-
-fn file_values(map: &BTreeMap<String, String>) -> Vec<FileValue> {
-    map.iter()
-        .map(|(file, value)| FileValue {
-            file: file.clone(),
-            value: value.clone(),
+fn file_values(files: &[CgroupFile]) -> Vec<FileValue> {
+    files
+        .iter()
+        .map(|f| FileValue {
+            file: f.file.clone(),
+            value: f.value.clone(),
         })
         .collect()
 }
@@ -416,12 +411,8 @@ fn file_values(map: &BTreeMap<String, String>) -> Vec<FileValue> {
 /// Check the component's answer for one admitted pod before anything is
 /// written: a QoS class, one result per container of the pod (each name
 /// once, none invented), safe cgroup names and sane files.
-pub fn check_pod_output(
-    doc: &PodDocument,
-    explanation: &Explanation,
-    node: &NodeSettings,
-) -> Result<()> {
-    pod_cgroups(doc, explanation, node).map(|_| ())
+pub fn check_pod_output(doc: &PodDocument, pod: &EvaluatedPod, node: &NodeSettings) -> Result<()> {
+    pod_cgroups(doc, pod, node).map(|_| ())
 }
 
 /// The cgroups of one evaluated pod: the pod's, then each container's.
@@ -432,19 +423,14 @@ struct PodCgroups {
 
 fn pod_cgroups(
     doc: &PodDocument,
-    explanation: &Explanation,
+    evaluated: &EvaluatedPod,
     node: &NodeSettings,
 ) -> Result<PodCgroups> {
-    let qos = qos_from_name(explanation.qos_class.as_deref()).ok_or_else(|| {
-        anyhow!(
-            "the policy gave QoS class {:?}",
-            explanation.qos_class.as_deref().unwrap_or("(none)")
-        )
-    })?;
-    let pod_path = cgroupfs::pod(node.cgroup_driver, qos, &doc.pod.uid)?;
+    let evaluation = &evaluated.evaluation;
+    let pod_path = cgroupfs::pod(node.cgroup_driver, evaluation.qos_class, &doc.pod.uid)?;
     let pod = CgroupValues {
         path: pod_path.clone(),
-        files: file_values(explanation.pod_cgroup.as_ref().unwrap_or(&BTreeMap::new())),
+        files: file_values(&evaluation.pod_cgroup_files),
     };
     check_files(&format!("pod cgroup {pod_path}"), &pod.files)?;
     let spec = &doc.pod.spec;
@@ -455,12 +441,12 @@ fn pod_cgroups(
         .chain(&spec.ephemeral_containers)
         .map(|c| c.name.as_str())
         .collect();
-    let answered: BTreeSet<&str> = explanation
+    let answered: BTreeSet<&str> = evaluation
         .containers
         .iter()
         .map(|c| c.name.as_str())
         .collect();
-    if answered.len() != explanation.containers.len() || answered != expected {
+    if answered.len() != evaluation.containers.len() || answered != expected {
         bail!(
             "the policy answered for containers [{}], the pod has [{}]",
             answered.into_iter().collect::<Vec<_>>().join(", "),
@@ -470,18 +456,18 @@ fn pod_cgroups(
     // Field paths for the names: each container list is counted on its own.
     let (mut n_init, mut n_regular, mut n_ephemeral) = (0, 0, 0);
     let mut containers = Vec::new();
-    for c in &explanation.containers {
-        let counter = match c.kind.as_str() {
-            "init" | "sidecar" => ("initContainers", &mut n_init),
-            "ephemeral" => ("ephemeralContainers", &mut n_ephemeral),
-            _ => ("containers", &mut n_regular),
+    for c in &evaluation.containers {
+        let counter = match c.kind {
+            ContainerKind::Init | ContainerKind::Sidecar => ("initContainers", &mut n_init),
+            ContainerKind::Ephemeral => ("ephemeralContainers", &mut n_ephemeral),
+            ContainerKind::Regular => ("containers", &mut n_regular),
         };
         let field = format!("spec.{}[{}].name", counter.0, counter.1);
         *counter.1 += 1;
         let path = cgroupfs::container(&pod_path, &field, &c.name)?;
         let values = CgroupValues {
             path: path.clone(),
-            files: file_values(&c.cgroup),
+            files: file_values(&c.cgroup_files),
         };
         check_files(&format!("container cgroup {path}"), &values.files)?;
         containers.push((c.name.clone(), values));
@@ -489,36 +475,46 @@ fn pod_cgroups(
     Ok(PodCgroups { pod, containers })
 }
 
+/// Where a node-level cgroup the policy sets values on lives; `name` is
+/// how the report names it.
 fn node_cgroup(
+    cgroup: NodeCgroup,
     name: &str,
     node: &NodeSettings,
     options: &ApplyOptions,
-) -> Result<Option<CgroupPath>> {
-    let reserved = |flag: &str, value: &Option<String>| -> Result<Option<CgroupPath>> {
+) -> Result<CgroupPath> {
+    let reserved = |flag: &str, value: &Option<String>| -> Result<CgroupPath> {
         match value {
-            Some(text) => Ok(Some(CgroupPath::parse(flag, text)?)),
+            Some(text) => Ok(CgroupPath::parse(flag, text)?),
             None => bail!(
                 "the policy sets values on the {name} cgroup (enforceNodeAllocatable names it); give its path with {flag}"
             ),
         }
     };
-    Ok(match name {
-        "kubepods" => Some(cgroupfs::kubepods(node.cgroup_driver)),
-        "burstable" => Some(cgroupfs::qos_tier(node.cgroup_driver, QosClass::Burstable)),
-        "besteffort" => Some(cgroupfs::qos_tier(node.cgroup_driver, QosClass::BestEffort)),
-        "kube-reserved" => reserved("--kube-reserved-cgroup", &options.kube_reserved_cgroup)?,
-        "system-reserved" => reserved("--system-reserved-cgroup", &options.system_reserved_cgroup)?,
-        _ => None,
+    Ok(match cgroup {
+        NodeCgroup::Kubepods => cgroupfs::kubepods(node.cgroup_driver),
+        NodeCgroup::Burstable => cgroupfs::qos_tier(node.cgroup_driver, QosClass::Burstable),
+        NodeCgroup::Besteffort => cgroupfs::qos_tier(node.cgroup_driver, QosClass::BestEffort),
+        NodeCgroup::KubeReserved => {
+            reserved("--kube-reserved-cgroup", &options.kube_reserved_cgroup)?
+        }
+        NodeCgroup::SystemReserved => {
+            reserved("--system-reserved-cgroup", &options.system_reserved_cgroup)?
+        }
     })
 }
 
 /// Find the container a `--pid` names; returns (pod index, container index).
-fn find_container(assignment: &PidAssignment, pods: &[Explanation]) -> Result<(usize, usize)> {
+fn find_container(
+    assignment: &PidAssignment,
+    docs: &[PodDocument],
+    pods: &[&EvaluatedPod],
+) -> Result<(usize, usize)> {
     let parts: Vec<&str> = assignment.container.split('/').collect();
     let mut found = Vec::new();
-    for (pod_idx, pod) in pods.iter().enumerate() {
-        let (namespace, name) = pod.pod.split_once('/').unwrap_or(("", pod.pod.as_str()));
-        for (container_idx, c) in pod.containers.iter().enumerate() {
+    for (pod_idx, (doc, pod)) in docs.iter().zip(pods).enumerate() {
+        let (namespace, name) = (doc.pod.namespace.as_str(), doc.pod.name.as_str());
+        for (container_idx, c) in pod.containers().iter().enumerate() {
             let matches = match parts.as_slice() {
                 [container] => c.name == *container,
                 [pod_name, container] => name == *pod_name && c.name == *container,
@@ -573,9 +569,9 @@ pub fn apply_pods(
         bail!("apply needs cgroupsPerQOS (the kubelet creates no pod cgroups without it)");
     }
     let before = placement.as_ref().map(|p| p.state.clone());
-    let report = crate::explain_all(policy, docs, node, placement.as_deref_mut())?;
-    if report.any_rejected() {
-        return Ok(ApplyOutcome::Rejected(report));
+    let evaluations = crate::explain_all(policy, docs, node, placement.as_deref_mut())?;
+    if evaluations.any_rejected() {
+        return Ok(ApplyOutcome::Rejected(evaluations.report(&node.name)));
     }
     // The managers' new state is checkpointed before any cpuset is written
     // (as `admit` and the agent do); a dry run saves nothing.
@@ -584,7 +580,7 @@ pub fn apply_pods(
     {
         crate::checkpoint::save(dir, &placement.state).context("saving the manager checkpoints")?;
     }
-    apply_owners(docs, &report, node, options, &[], true).map(ApplyOutcome::Planned)
+    apply_owners(docs, &evaluations, node, options, &[], true).map(ApplyOutcome::Planned)
 }
 
 /// Put `extra` files (e.g. the resource managers' cpusets) over the
@@ -636,18 +632,18 @@ impl Unit {
     }
 }
 
-/// The cgroups of every pod of `report`, by pod uid, as [`apply_explained`]
+/// The cgroups of every evaluated pod, by pod uid, as [`apply_explained`]
 /// would write them (pod cgroup first): what the agent records as its own
 /// before it writes. A pod that cannot be planned is left out.
 pub fn pod_cgroup_paths(
     docs: &[PodDocument],
-    report: &Report,
+    evaluations: &Evaluations,
     node: &NodeSettings,
 ) -> BTreeMap<String, Vec<CgroupPath>> {
     docs.iter()
-        .zip(&report.pods)
-        .filter_map(|(doc, explanation)| {
-            let pod = pod_cgroups(doc, explanation, node).ok()?;
+        .zip(&evaluations.pods)
+        .filter_map(|(doc, outcome)| {
+            let pod = pod_cgroups(doc, outcome.evaluated()?, node).ok()?;
             let mut paths = vec![pod.pod.path];
             paths.extend(pod.containers.into_iter().map(|(_, v)| v.path));
             Some((doc.pod.uid.clone(), paths))
@@ -655,8 +651,8 @@ pub fn pod_cgroup_paths(
         .collect()
 }
 
-/// Make the cgroup tree match an already explained set of pods (every pod
-/// in `report` admitted, in the order of `docs`), with `extra` files over
+/// Make the cgroup tree match an already evaluated set of pods (every pod
+/// in `evaluations` admitted, in the order of `docs`), with `extra` files over
 /// the policy's (see [`merge_extra`]): what `apply` and the agent share.
 ///
 /// The node's cgroups, each pod's and the `--pid` files are planned and
@@ -668,12 +664,12 @@ pub fn pod_cgroup_paths(
 /// cgroup version) are returned.
 pub fn apply_explained(
     docs: &[PodDocument],
-    report: &Report,
+    evaluations: &Evaluations,
     node: &NodeSettings,
     options: &ApplyOptions,
     extra: &[CgroupValues],
 ) -> Result<ApplyReport> {
-    apply_owners(docs, report, node, options, extra, false)
+    apply_owners(docs, evaluations, node, options, extra, false)
 }
 
 /// [`apply_explained`]; with `refuse_input_errors`, an owner that cannot be
@@ -683,7 +679,7 @@ pub fn apply_explained(
 /// still stop only their owner.
 fn apply_owners(
     docs: &[PodDocument],
-    report: &Report,
+    evaluations: &Evaluations,
     node: &NodeSettings,
     options: &ApplyOptions,
     extra: &[CgroupValues],
@@ -693,8 +689,20 @@ fn apply_owners(
         bail!("apply writes cgroup v2 only; the node settings say cgroupVersion v1");
     }
     let root = CgroupRoot::open(&options.cgroup_root)?;
-    if report.any_rejected() {
+    let Some(pods) = evaluations
+        .pods
+        .iter()
+        .map(|p| p.evaluated())
+        .collect::<Option<Vec<&EvaluatedPod>>>()
+    else {
         bail!("internal: apply_explained was given a rejected pod");
+    };
+    if pods.len() != docs.len() {
+        bail!(
+            "internal: apply_explained was given {} pods for {} documents",
+            pods.len(),
+            docs.len()
+        );
     }
     let mut cgroups = Vec::new();
     let mut warnings = Vec::new();
@@ -705,16 +713,16 @@ fn apply_owners(
     let mut node_unit = Unit::new("node".to_string(), None);
     let node_values = (|| -> Result<Vec<(String, CgroupValues)>> {
         let mut out = Vec::new();
-        for (name, files) in &report.node.cgroups {
-            let Some(path) = node_cgroup(name, node, options)? else {
-                bail!("the policy names a node-level cgroup `{name}` that apply does not know");
-            };
+        for cgroup in &evaluations.node.cgroups {
+            let name = crate::output::node_cgroup_name(cgroup.cgroup);
+            let files = &cgroup.files;
+            let path = node_cgroup(cgroup.cgroup, name, node, options)?;
             let values = CgroupValues {
                 path,
                 files: file_values(files),
             };
             check_files(&format!("node cgroup {}", values.path), &values.files)?;
-            out.push((name.clone(), values));
+            out.push((name.to_string(), values));
         }
         Ok(out)
     })();
@@ -730,7 +738,7 @@ fn apply_owners(
         }
         Err(e) => node_unit.error = Some(format!("{e:#}")),
     }
-    warnings.extend(report.node.warnings.iter().cloned());
+    warnings.extend(evaluations.node.warnings.iter().cloned());
     if !node_unit.desired.is_empty() || node_unit.error.is_some() {
         units.push(node_unit);
     }
@@ -739,10 +747,16 @@ fn apply_owners(
     let mut uids = BTreeSet::new();
     let mut claimed: BTreeMap<CgroupPath, usize> = BTreeMap::new();
     let mut conflicts: BTreeMap<usize, String> = BTreeMap::new();
-    for (doc, explanation) in docs.iter().zip(&report.pods) {
-        let owner = explanation.pod.clone();
+    for ((doc, outcome), evaluated) in docs.iter().zip(&evaluations.pods).zip(&pods) {
+        let owner = outcome.name.clone();
         let uid = Some(doc.pod.uid.clone());
-        warnings.extend(explanation.warnings.iter().map(|w| format!("{owner}: {w}")));
+        warnings.extend(
+            evaluated
+                .evaluation
+                .warnings
+                .iter()
+                .map(|w| format!("{owner}: {w}")),
+        );
         if !uids.insert(doc.pod.uid.as_str()) {
             units.push(Unit::failed(
                 owner,
@@ -755,13 +769,13 @@ fn apply_owners(
             ));
             continue;
         }
-        let pod = match pod_cgroups(doc, explanation, node) {
+        let pod = match pod_cgroups(doc, evaluated, node) {
             Ok(pod) => pod,
             Err(e) => {
                 units.push(Unit::failed(
-                    owner,
+                    owner.clone(),
                     uid,
-                    format!("{} ({}): {e:#}", explanation.pod, doc.origin),
+                    format!("{owner} ({}): {e:#}", doc.origin),
                 ));
                 continue;
             }
@@ -842,8 +856,8 @@ fn apply_owners(
             if !pids.insert(assignment.pid) {
                 bail!("--pid: process {} is given twice", assignment.pid);
             }
-            let (pod_idx, container_idx) = find_container(assignment, &report.pods)?;
-            let value = report.pods[pod_idx].containers[container_idx].oom_score_adj;
+            let (pod_idx, container_idx) = find_container(assignment, docs, &pods)?;
+            let value = pods[pod_idx].containers()[container_idx].oom_score_adj;
             if !(-1000..=1000).contains(&value) {
                 bail!(
                     "{}: the policy's oom_score_adj {value} is outside -1000..=1000",

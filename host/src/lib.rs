@@ -71,6 +71,7 @@ pub mod bounded_read;
 pub mod cgroupfs;
 pub mod checkpoint;
 pub mod conformance;
+pub mod evaluation;
 pub mod kubelet_config;
 pub mod metrics;
 pub mod node_input;
@@ -85,6 +86,7 @@ pub mod swap;
 pub mod sysfs;
 pub mod topology_input;
 pub mod webhook;
+pub mod write_deadline;
 
 use anyhow::Result;
 
@@ -333,73 +335,65 @@ pub struct Placement {
     pub state: bindings::ManagerState,
 }
 
-/// Explain pods on a node: each pod validated, defaulted and evaluated, then
-/// the node-level values over the valid ones (the `explain` command).
+/// Evaluate pods on a node: each pod validated, defaulted and evaluated,
+/// then the node-level values over the valid ones (what `explain` shows
+/// and `apply` writes).
 ///
 /// With a [`Placement`], the valid pods are also admitted, in order, by the
-/// resource managers (as the kubelet admits them); a rejected pod is
-/// reported with the managers' reason, and every admitted pod's files carry
-/// the component's placement files (cpusets, `cpu.max` without quota for
-/// exclusive CPUs) over `evaluate`'s, as `admit` and the agent write them.
-/// The placement files come from a second admission on the final state,
-/// where every admitted pod is already placed (an admitted pod is admitted
-/// again unchanged), so every pod sees the node's final shared pool.
+/// resource managers (as the kubelet admits them); a pod they refuse is
+/// [`evaluation::Verdict::NotAdmitted`], and every admitted pod's files
+/// carry the component's placement files (cpusets, `cpu.max` without quota
+/// for exclusive CPUs) over `evaluate`'s, as `admit` and the agent write
+/// them. The placement files come from a second admission on the final
+/// state, where every admitted pod is already placed (an admitted pod is
+/// admitted again unchanged), so every pod sees the node's final shared pool.
 pub fn explain_all(
     policy: &PolicyRuntime,
     docs: &[pod_input::PodDocument],
     node: &NodeSettings,
     placement: Option<&mut Placement>,
-) -> Result<output::Report> {
+) -> Result<evaluation::Evaluations> {
     let mut pods = Vec::new();
-    let mut admitted = Vec::new();
-    let mut positions = Vec::new();
-    for (i, doc) in docs.iter().enumerate() {
-        let (explanation, defaulted) = explain(policy, doc, node)?;
-        pods.push(explanation);
-        if defaulted.is_some() {
-            positions.push(i);
-        }
-        admitted.extend(defaulted);
+    for doc in docs {
+        pods.push(explain(policy, doc, node)?);
     }
     if let Some(placement) = placement {
         let mut placed = Vec::new();
-        for (pod, &i) in admitted.iter().zip(&positions) {
-            let admission = admit_call(policy, pod, placement, node)?;
-            match &admission.rejection {
-                Some(rejection) => {
-                    pods[i].errors.push(output::ErrorOut {
-                        field: String::new(),
-                        reason: rejection.reason.clone(),
-                        message: rejection.message.clone(),
-                        bad_value: None,
-                    });
-                }
+        for (i, outcome) in pods.iter_mut().enumerate() {
+            let evaluation::Verdict::Evaluated(pod) = &outcome.verdict else {
+                continue;
+            };
+            let admission = admit_call(policy, &pod.defaulted, placement, node)?;
+            match admission.rejection {
+                Some(rejection) => outcome.verdict = evaluation::Verdict::NotAdmitted(rejection),
                 None => {
                     placement.state = admission.state;
-                    placed.push((pod, i));
+                    placed.push(i);
                 }
             }
         }
-        for (pod, i) in &placed {
-            let admission = admit_call(policy, pod, placement, node)?;
-            pods[*i].place(&admission.files);
+        for i in placed {
+            if let evaluation::Verdict::Evaluated(pod) = &mut pods[i].verdict {
+                let admission = admit_call(policy, &pod.defaulted, placement, node)?;
+                pod.place(&admission.files);
+            }
         }
-        let kept: std::collections::BTreeSet<usize> = placed.iter().map(|(_, i)| *i).collect();
-        admitted = admitted
-            .into_iter()
-            .zip(&positions)
-            .filter(|(_, i)| kept.contains(i))
-            .map(|(pod, _)| pod)
-            .collect();
     }
-    let node_qos = match policy.node_cgroups(&admitted, node)? {
+    let admitted: Vec<Pod> = pods
+        .iter()
+        .filter_map(|p| p.evaluated().map(|e| e.defaulted.clone()))
+        .collect();
+    let node_cgroups = match policy.node_cgroups(&admitted, node)? {
         Ok(values) => values,
         Err(errors) => anyhow::bail!(
             "node-level evaluation failed:\n{}",
             format_field_errors(&errors)
         ),
     };
-    Ok(output::Report::new(pods, &node.name, &node_qos))
+    Ok(evaluation::Evaluations {
+        pods,
+        node: node_cgroups,
+    })
 }
 
 fn admit_call(
@@ -419,44 +413,40 @@ fn admit_call(
     }
 }
 
-/// Explain one pod: validate, default, evaluate. Returns the explanation and,
-/// when the pod is valid, its defaulted form.
+/// Evaluate one pod: validate, default, evaluate.
 pub fn explain(
     policy: &PolicyRuntime,
     doc: &pod_input::PodDocument,
     node: &NodeSettings,
-) -> Result<(output::Explanation, Option<Pod>)> {
+) -> Result<evaluation::PodOutcome> {
     let name = if doc.pod.namespace.is_empty() {
         doc.pod.name.clone()
     } else {
         format!("{}/{}", doc.pod.namespace, doc.pod.name)
     };
+    let outcome = |verdict| evaluation::PodOutcome {
+        name: name.clone(),
+        source: doc.origin.clone(),
+        verdict,
+    };
     let errors = policy.validate_pod(&doc.pod, node)?;
     if !errors.is_empty() {
-        return Ok((
-            output::Explanation::rejected(name, doc.origin.clone(), &errors),
-            None,
-        ));
+        return Ok(outcome(evaluation::Verdict::Invalid(errors)));
     }
     let defaulted = match policy.default_pod(&doc.pod, node)? {
         Ok(d) => d,
-        Err(errors) => {
-            return Ok((
-                output::Explanation::rejected(name, doc.origin.clone(), &errors),
-                None,
-            ));
-        }
+        Err(errors) => return Ok(outcome(evaluation::Verdict::Invalid(errors))),
     };
-    match policy.evaluate(&defaulted.pod, node)? {
-        Ok(eval) => Ok((
-            output::Explanation::evaluated(name, doc.origin.clone(), &defaulted.patch, &eval),
-            Some(defaulted.pod),
-        )),
-        Err(errors) => Ok((
-            output::Explanation::rejected(name, doc.origin.clone(), &errors),
-            None,
-        )),
-    }
+    Ok(match policy.evaluate(&defaulted.pod, node)? {
+        Ok(evaluation) => outcome(evaluation::Verdict::Evaluated(Box::new(
+            evaluation::EvaluatedPod {
+                defaulted: defaulted.pod,
+                patch: defaulted.patch,
+                evaluation,
+            },
+        ))),
+        Err(errors) => outcome(evaluation::Verdict::Invalid(errors)),
+    })
 }
 
 /// The README's Rust examples, compiled and run as doctests.

@@ -682,7 +682,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let (node, notes, mut placement) =
                 node_and_placement(&policy, node, sysfs.as_deref(), state.as_deref())?;
             let docs = pods.read()?;
-            let mut report = explain_all(&policy, &docs, &node, placement.as_mut())?;
+            let mut report =
+                explain_all(&policy, &docs, &node, placement.as_mut())?.report(&node.name);
             report.node.notes = notes;
             print(*output, "ExplainReport", || report.to_table(), &report)?;
             Ok(if report.any_rejected() {

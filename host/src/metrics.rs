@@ -8,8 +8,9 @@
 //! connections at once (the accept loop waits for one to close before it
 //! accepts another), and a connection must send each request's headers
 //! within [`ServeOptions::header_timeout`] of connecting or of its previous
-//! answer: idle and half-sent connections are closed, so that clients that
-//! connect and say nothing cannot use up the agent's file descriptors.
+//! answer, and read each answer without stalling a write that long
+//! ([`crate::write_deadline`]): idle, half-sent and never-read connections
+//! are closed, so that clients cannot use up the agent's file descriptors.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -432,6 +433,8 @@ async fn accept_loop(listener: tokio::net::TcpListener, app: axum::Router, optio
             http.timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(options.header_timeout)
                 .keep_alive(true);
+            // A scraper that stops reading loses the connection too.
+            let tcp = crate::write_deadline::WriteDeadline::new(tcp, options.header_timeout);
             let connection = http.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "metrics connection ended with an error");
@@ -502,6 +505,37 @@ mod tests {
                 Err(_) => return,
             }
         }
+    }
+
+    /// A client that sends request after request and never reads the
+    /// answers fills its socket buffers, and the server's write of the
+    /// next answer waits; it is cut off after the header timeout, so the
+    /// one place it held serves the next scrape.
+    #[test]
+    fn a_client_that_never_reads_its_answers_is_disconnected() {
+        let metrics = Arc::new(Metrics::new());
+        let options = ServeOptions {
+            max_connections: 1,
+            header_timeout: Duration::from_millis(300),
+        };
+        let addr = serve_with("127.0.0.1:0".parse().unwrap(), metrics, options).unwrap();
+        let hog = TcpStream::connect(addr).unwrap();
+        let mut writer = hog.try_clone().unwrap();
+        // Far more answers than the socket buffers hold; the writes end
+        // with an error once the server gives up on the connection.
+        let pipelining = std::thread::spawn(move || {
+            let request = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+            for _ in 0..200_000 {
+                if writer.write_all(request).is_err() {
+                    return;
+                }
+            }
+        });
+        // Answered only once the hog's place is free again.
+        let (status, _) = get(addr, "/healthz");
+        assert_eq!(status, 200);
+        let _ = hog.shutdown(std::net::Shutdown::Both);
+        pipelining.join().unwrap();
     }
 
     /// More idle and half-sent connections than the cap: the server closes

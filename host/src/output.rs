@@ -260,7 +260,8 @@ pub struct Report {
     pub node: NodeOut,
 }
 
-fn node_cgroup_name(cgroup: NodeCgroup) -> &'static str {
+/// The name of a node-level cgroup in the report (and `apply`'s owners).
+pub fn node_cgroup_name(cgroup: NodeCgroup) -> &'static str {
     match cgroup {
         NodeCgroup::Kubepods => "kubepods",
         NodeCgroup::Burstable => "burstable",
@@ -545,19 +546,4 @@ fn pairs(m: &BTreeMap<String, String>) -> String {
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// The QoS class an explanation names (an error when the policy gave none
-/// or an unknown one).
-pub fn qos_from_explanation(e: &Explanation) -> anyhow::Result<QosClass> {
-    match e.qos_class.as_deref() {
-        Some("Guaranteed") => Ok(QosClass::Guaranteed),
-        Some("Burstable") => Ok(QosClass::Burstable),
-        Some("BestEffort") => Ok(QosClass::BestEffort),
-        other => anyhow::bail!(
-            "{}: the policy gave QoS class {:?}",
-            e.pod,
-            other.unwrap_or("(none)")
-        ),
-    }
 }

@@ -108,8 +108,9 @@ pub fn self_check(candidate: &PolicyRuntime) -> Result<()> {
     for (origin, pod, expected) in GOLDEN_PODS {
         let docs = crate::pod_input::parse_pods(origin, pod)?;
         let doc = docs.first().context("golden case without a pod")?;
-        let (explanation, _) = crate::explain(candidate, doc, &node)
-            .with_context(|| format!("self-check {origin}"))?;
+        let explanation = crate::explain(candidate, doc, &node)
+            .with_context(|| format!("self-check {origin}"))?
+            .explanation();
         let got = serde_json::to_value(&explanation)?;
         let want: Value = serde_json::from_str(expected)?;
         if let Some(at) = first_difference("", &want, &got) {
@@ -149,30 +150,25 @@ pub fn shadow_evaluate(
 ) -> Result<ShadowReport> {
     let mut report = ShadowReport::default();
     for doc in docs {
-        let (new, _) = crate::explain(candidate, doc, node)
+        let new = crate::explain(candidate, doc, node)
             .with_context(|| format!("shadow evaluation of {}", doc.origin))?;
         report.pods += 1;
-        let old = crate::explain(serving, doc, node).ok().map(|(old, _)| old);
+        let old = crate::explain(serving, doc, node).ok();
         if let Some(old) = &old {
-            if old.errors.is_empty() && !new.errors.is_empty() {
-                let errors: Vec<String> = new
-                    .errors
-                    .iter()
-                    .map(|e| format!("{}: {}", e.field, e.message))
-                    .collect();
+            if old.evaluated().is_some() && new.evaluated().is_none() {
                 bail!(
                     "shadow evaluation: {} is admitted by the serving version and rejected by the candidate ({})",
-                    new.pod,
-                    errors.join("; ")
+                    new.name,
+                    new.refusals().join("; ")
                 );
             }
             if old != &new {
-                report.changed.push(new.pod.clone());
+                report.changed.push(new.name.clone());
             }
         }
-        if new.errors.is_empty() {
-            crate::apply::check_pod_output(doc, &new, node)
-                .with_context(|| format!("shadow evaluation of {}", new.pod))?;
+        if let Some(evaluated) = new.evaluated() {
+            crate::apply::check_pod_output(doc, evaluated, node)
+                .with_context(|| format!("shadow evaluation of {}", new.name))?;
         }
     }
     Ok(report)
@@ -223,6 +219,31 @@ pub struct Verdict {
     pub detail: String,
 }
 
+/// How coarse file timestamps may be: the kernel stamps writes with a
+/// clock tick (milliseconds), some filesystems with whole seconds.
+const TIMESTAMP_TICK_NS: i64 = 2_000_000_000;
+
+impl FileVerdict {
+    /// Whether the verdict may be stale although the file's stamp is
+    /// unchanged: the file was read within a timestamp tick of its last
+    /// change, so a same-size write in the same tick (an in-place rewrite
+    /// finishing a non-atomic copy) leaves the stamp as it was ("racy
+    /// git"). Such a file is read once more when the tick is over, at
+    /// `now_ns`; that read settles it.
+    pub fn racy(&self, now_ns: i64) -> bool {
+        let changed = self.stamp.changed_ns.max(self.stamp.modified_ns);
+        self.read_ns < changed.saturating_add(TIMESTAMP_TICK_NS)
+            && now_ns >= changed.saturating_add(TIMESTAMP_TICK_NS)
+    }
+}
+
+/// The wall clock, nanoseconds since the epoch (file times are on it).
+fn wall_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
 /// What happened to one version of a `.wasm` file in the directory.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -238,6 +259,10 @@ pub struct FileVerdict {
     pub accepted: bool,
     /// Why not, or what the shadow evaluation saw.
     pub detail: String,
+    /// Wall-clock time just before the file was read, nanoseconds since
+    /// the epoch (0: unknown). See [`FileVerdict::racy`].
+    #[serde(default)]
+    pub read_ns: i64,
 }
 
 /// `state.json`.
@@ -592,6 +617,8 @@ struct Job {
     /// The file as it was when queued (`lstat`), when it was there.
     stamp: Option<FileStamp>,
     started: Instant,
+    /// [`wall_ns`] before its thread started (so before the read).
+    read_ns: i64,
     rx: mpsc::Receiver<Prepared>,
     /// A result already taken from `rx` by [`PolicyDirServer::wait_for_vetting`].
     done: Option<Prepared>,
@@ -621,6 +648,10 @@ pub struct PolicyDirServer {
     deadline: Duration,
     /// Files waiting for a vetting thread, with their stamp when queued.
     queue: VecDeque<(String, Option<FileStamp>)>,
+    /// Queued files read again only because their verdict was racy
+    /// ([`FileVerdict::racy`]): the same bytes keep their verdict (an
+    /// accepted version rolled back since is not swapped in again).
+    rechecks: BTreeSet<String>,
     job: Option<Job>,
     threads: Arc<AtomicUsize>,
     waker: Option<Arc<dyn Fn() + Send + Sync>>,
@@ -670,6 +701,7 @@ impl PolicyDirServer {
                         digest: Some(digest.clone()),
                         accepted: verdict.accepted,
                         detail: verdict.detail.clone(),
+                        read_ns: wall_ns(),
                     };
                     state.files.insert(name, verdict);
                 }
@@ -684,6 +716,7 @@ impl PolicyDirServer {
             max_candidate_bytes: MAX_CANDIDATE_BYTES,
             deadline: VETTING_DEADLINE,
             queue: VecDeque::new(),
+            rechecks: BTreeSet::new(),
             job: None,
             threads: Arc::new(AtomicUsize::new(0)),
             waker: None,
@@ -728,6 +761,9 @@ impl PolicyDirServer {
                         digest: None,
                         accepted: false,
                         detail: detail.clone(),
+                        // Never racy: a candidate that may have crashed the
+                        // server is not read again until its stamp changes.
+                        read_ns: i64::MAX,
                     },
                 );
             }
@@ -911,6 +947,8 @@ impl PolicyDirServer {
 
     /// Queue `file` for vetting unless it is queued or being vetted.
     fn enqueue(&mut self, file: &str) {
+        // Asked for by name: vetted in full, whatever its verdict was.
+        self.rechecks.remove(file);
         if self.job.as_ref().is_some_and(|job| job.file == file)
             || self.queue.iter().any(|(queued, _)| queued == file)
         {
@@ -926,6 +964,7 @@ impl PolicyDirServer {
     /// regular files or too large without opening them.
     fn scan(&mut self, outcome: &mut PollOutcome) -> Result<bool> {
         let mut changed = false;
+        let now = wall_ns();
         let entries = self.dir.entries()?;
         let present: BTreeSet<&str> = entries.iter().map(|(name, _)| name.as_str()).collect();
         let before = self.state.files.len();
@@ -937,9 +976,17 @@ impl PolicyDirServer {
             let stamp = FileStamp::of(metadata);
             if self.job.as_ref().is_some_and(|job| &job.file == name)
                 || self.queue.iter().any(|(queued, _)| queued == name)
-                || self.state.files.get(name).is_some_and(|v| v.stamp == stamp)
             {
                 continue;
+            }
+            match self.state.files.get(name) {
+                Some(verdict) if verdict.stamp == stamp && !verdict.racy(now) => continue,
+                Some(verdict) if verdict.stamp == stamp => {
+                    self.rechecks.insert(name.clone());
+                }
+                _ => {
+                    self.rechecks.remove(name);
+                }
             }
             changed = true;
             let refusal = if !metadata.file_type().is_file() {
@@ -963,7 +1010,14 @@ impl PolicyDirServer {
             };
             match refusal {
                 Some(detail) => {
-                    self.record(name, Some(stamp), None, String::new(), false, &detail);
+                    self.record(
+                        name,
+                        Some((stamp, now)),
+                        None,
+                        String::new(),
+                        false,
+                        &detail,
+                    );
                     self.reject(outcome, detail);
                 }
                 None => self.queue.push_back((name.clone(), Some(stamp))),
@@ -993,6 +1047,7 @@ impl PolicyDirServer {
         let waker = self.waker.clone();
         self.threads.fetch_add(1, Ordering::SeqCst);
         let count = ThreadCount(self.threads.clone());
+        let read_ns = wall_ns();
         let spawned = std::thread::Builder::new()
             .name("podpolicy-vet".into())
             .spawn(move || {
@@ -1020,6 +1075,7 @@ impl PolicyDirServer {
                     file,
                     stamp,
                     started: Instant::now(),
+                    read_ns,
                     rx,
                     done: None,
                 });
@@ -1027,7 +1083,8 @@ impl PolicyDirServer {
             Err(e) => {
                 // The closure (and its count) is dropped with the error.
                 let detail = format!("policy candidate {file}: starting its vetting thread: {e}");
-                self.record(&file, stamp, None, String::new(), false, &detail);
+                let read = stamp.map(|s| (s, read_ns));
+                self.record(&file, read, None, String::new(), false, &detail);
                 self.reject(outcome, detail);
             }
         }
@@ -1059,7 +1116,8 @@ impl PolicyDirServer {
                         job.file,
                         self.deadline.as_secs_f64()
                     );
-                    self.record(&job.file, job.stamp, None, String::new(), false, &detail);
+                    let read = job.stamp.map(|s| (s, job.read_ns));
+                    self.record(&job.file, read, None, String::new(), false, &detail);
                     self.reject(outcome, detail);
                     return true;
                 }
@@ -1077,6 +1135,21 @@ impl PolicyDirServer {
         let job = self.job.take().expect("a job");
         let stamp = prepared.stamp.or(job.stamp);
         let (digest, version) = (prepared.digest, prepared.version);
+        if self.rechecks.remove(&job.file)
+            && let Some(before) = self.state.files.get(&job.file)
+            && before.digest.is_some()
+            && before.digest == digest
+            && Some(before.stamp) == stamp
+        {
+            // A racy verdict read again: the same bytes, so the same
+            // verdict, now settled.
+            let settled = FileVerdict {
+                read_ns: job.read_ns,
+                ..before.clone()
+            };
+            self.state.files.insert(job.file.clone(), settled);
+            return true;
+        }
         let serving = slot.current();
         let result = match prepared.result {
             Err(Refusal::Load(e)) => Err(e),
@@ -1102,25 +1175,27 @@ impl PolicyDirServer {
         };
         match result {
             Ok((swap, detail)) => {
-                self.record(&job.file, stamp, digest, version, true, &detail);
+                let read = stamp.map(|s| (s, job.read_ns));
+                self.record(&job.file, read, digest, version, true, &detail);
                 self.state.last_error = None;
                 outcome.swapped.push(swap);
             }
             Err(e) => {
                 let detail = format!("{e:#}");
-                self.record(&job.file, stamp, digest, version, false, &detail);
+                let read = stamp.map(|s| (s, job.read_ns));
+                self.record(&job.file, read, digest, version, false, &detail);
                 self.reject(outcome, detail);
             }
         }
         true
     }
 
-    /// Record a verdict on `file` (as it was at `stamp`, the bytes with
-    /// `digest`).
+    /// Record a verdict on `file` (as it was at `read`: its stamp, and the
+    /// wall-clock time before it was read; the bytes with `digest`).
     fn record(
         &mut self,
         file: &str,
-        stamp: Option<FileStamp>,
+        read: Option<(FileStamp, i64)>,
         digest: Option<String>,
         version: String,
         accepted: bool,
@@ -1137,7 +1212,7 @@ impl PolicyDirServer {
                 },
             );
         }
-        if let Some(stamp) = stamp {
+        if let Some((stamp, read_ns)) = read {
             self.state.files.insert(
                 file.to_string(),
                 FileVerdict {
@@ -1145,6 +1220,7 @@ impl PolicyDirServer {
                     digest,
                     accepted,
                     detail: detail.to_string(),
+                    read_ns,
                 },
             );
         }

@@ -204,10 +204,20 @@ fn the_pair_is_a_valid_node_and_places_pods() {
     .expect("pod");
     let report =
         podpolicy::explain_all(policy(), &docs, &settings, Some(&mut placement)).expect("explain");
-    let pod = &report.pods[0];
-    assert!(pod.errors.is_empty(), "{:?}", pod.errors);
-    assert_eq!(pod.qos_class.as_deref(), Some("Guaranteed"));
-    let cpus = &pod.containers[0].cgroup["cpuset.cpus"];
+    let outcome = &report.pods[0];
+    let pod = outcome
+        .evaluated()
+        .unwrap_or_else(|| panic!("{:?}", outcome.refusals()));
+    assert_eq!(
+        pod.evaluation.qos_class,
+        podpolicy::bindings::QosClass::Guaranteed
+    );
+    let cpus = &pod.containers()[0]
+        .cgroup_files
+        .iter()
+        .find(|f| f.file == "cpuset.cpus")
+        .expect("a cpuset.cpus file")
+        .value;
     assert!(!cpus.is_empty(), "exclusive CPUs placed: {cpus}");
 }
 

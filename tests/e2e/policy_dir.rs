@@ -258,6 +258,56 @@ fn only_complete_request_files_are_requests_and_each_is_handled_once() {
     assert!(settle(&mut server, &slot).rejected.is_empty());
 }
 
+/// A rewrite in place that keeps the size and lands in the same timestamp
+/// tick as the write the server read leaves the file's stamp as it was
+/// ("racy git"). The server reads a file once more when its verdict was
+/// taken within a tick of the file's last change, so the finished file is
+/// vetted (here: a corrupted byte restored; the recorded verdict is put at
+/// the restored file's stamp, as such a collision would leave it).
+#[test]
+fn a_same_size_rewrite_within_a_timestamp_tick_is_vetted_again() {
+    let dir = policies("policy-dir-racy");
+    let slot = slot();
+    let good = embedded_variant("racy");
+    let mut torn = good.clone();
+    torn[8] ^= 0xff;
+    let path = dir.join("v2.wasm");
+    std::fs::write(&path, &torn).unwrap();
+    {
+        let mut server = server(&dir, &slot);
+        let outcome = settle(&mut server, &slot);
+        assert_eq!(outcome.rejected.len(), 1, "{outcome:?}");
+    }
+    // The last byte arrives: same size, and (forced here) the same stamp.
+    std::fs::write(&path, &good).unwrap();
+    let now = podpolicy::bounded_read::FileStamp::of(&std::fs::metadata(&path).unwrap());
+    let state_path = dir.join("state.json");
+    let mut recorded: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&state_path).unwrap()).unwrap();
+    let file = &mut recorded["files"]["v2.wasm"];
+    file["modifiedNs"] = now.modified_ns.into();
+    file["changedNs"] = now.changed_ns.into();
+    file["inode"] = now.inode.into();
+    file["readNs"] = (now.changed_ns - 1).into();
+    std::fs::write(&state_path, serde_json::to_vec(&recorded).unwrap()).unwrap();
+    assert_eq!(state(&dir).files["v2.wasm"].stamp, now);
+
+    let mut server = server(&dir, &slot);
+    // Within the tick the verdict stands (a later write may still come).
+    assert!(settle(&mut server, &slot).swapped.is_empty());
+    std::thread::sleep(Duration::from_millis(2_100));
+    let outcome = settle(&mut server, &slot);
+    assert_eq!(outcome.swapped.len(), 1, "{outcome:?}");
+    assert_eq!(slot.current().digest(), podpolicy::runtime::digest(&good));
+    // Settled: not read again.
+    std::thread::sleep(Duration::from_millis(100));
+    let outcome = settle(&mut server, &slot);
+    assert!(
+        outcome.swapped.is_empty() && outcome.rejected.is_empty(),
+        "{outcome:?}"
+    );
+}
+
 #[test]
 fn a_candidate_interrupted_by_a_restart_is_not_vetted_again_until_it_changes() {
     let dir = policies("policy-dir-interrupted");

@@ -22,8 +22,10 @@
 //! for one to close before it accepts another, so further clients wait in
 //! the listen backlog), and each one must finish its TLS handshake, and send
 //! each request's headers, within [`DEFAULT_HEADER_TIMEOUT`] of connecting or
-//! of its previous answer: idle and half-sent connections are closed, so
-//! they cannot hold the places of the API servers' connections for long.
+//! of its previous answer, and no write of an answer may wait that long for
+//! the client to read ([`crate::write_deadline`]): idle, half-sent and
+//! never-read connections are closed, so they cannot hold the places of the
+//! API servers' connections for long.
 //!
 //! Every flag has a range ([`WebhookOptions::validate`], and the parsers in
 //! [`flags`] that `main` gives clap), and the wasmtime instance pool must
@@ -38,6 +40,8 @@
 
 mod metrics;
 mod pool;
+
+use crate::write_deadline::WriteDeadline;
 pub mod review;
 pub mod tls;
 
@@ -441,6 +445,9 @@ async fn accept_loop(
         let open = OpenConnection::new(place, limits.open.clone());
         tokio::spawn(async move {
             let _open = open;
+            // A client that stops reading its answers loses the connection
+            // after the same time a silent one does.
+            let tcp = WriteDeadline::new(tcp, header_timeout);
             let stream = match tokio::time::timeout(header_timeout, acceptor.accept(tcp)).await {
                 Ok(Ok(stream)) => stream,
                 Ok(Err(e)) => {

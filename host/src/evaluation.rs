@@ -1,0 +1,187 @@
+//! The component's answers for a set of pods, typed: what `apply`, the
+//! agent and the shadow evaluation of a policy candidate consume.
+//!
+//! Every value here is the component's own (WIT types: a QoS class enum,
+//! container kinds, cgroup files as the component listed them), with the
+//! resource managers' placement files put over `evaluate`'s where the node
+//! places pods. [`crate::output`] renders these for people (`explain`);
+//! nothing that writes to the node reads that display schema.
+
+use crate::bindings::{
+    CgroupFile, ContainerEvaluation, FieldError, ManagerError, NodeCgroups, PatchOperation,
+    PlacementFiles, Pod, PodEvaluation,
+};
+use crate::output;
+
+/// One pod the component evaluated: valid, defaulted, evaluated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvaluatedPod {
+    /// The pod as the API server would store it (defaults applied).
+    pub defaulted: Pod,
+    /// The defaulting patch that turned the input into [`Self::defaulted`].
+    pub patch: Vec<PatchOperation>,
+    /// The component's evaluation, with the managers' placement files over
+    /// its cgroup files once the pod is placed ([`EvaluatedPod::place`]).
+    pub evaluation: PodEvaluation,
+}
+
+impl EvaluatedPod {
+    /// Put the resource managers' placement files over the evaluated ones:
+    /// a file in both takes the placement's value (see `placement-files`).
+    pub fn place(&mut self, files: &PlacementFiles) {
+        over(&mut self.evaluation.pod_cgroup_files, &files.pod);
+        for placed in &files.containers {
+            if let Some(container) = self
+                .evaluation
+                .containers
+                .iter_mut()
+                .find(|c| c.name == placed.name)
+            {
+                over(&mut container.cgroup_files, &placed.files);
+            }
+        }
+    }
+
+    /// The container results, in the component's order.
+    pub fn containers(&self) -> &[ContainerEvaluation] {
+        &self.evaluation.containers
+    }
+}
+
+fn over(files: &mut Vec<CgroupFile>, placed: &[CgroupFile]) {
+    for file in placed {
+        match files.iter_mut().find(|f| f.file == file.file) {
+            Some(existing) => existing.value = file.value.clone(),
+            None => files.push(file.clone()),
+        }
+    }
+}
+
+/// What became of one pod.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// Valid and evaluated (and, on a node that places pods, admitted).
+    Evaluated(Box<EvaluatedPod>),
+    /// Refused by validation, defaulting or evaluation, with field paths.
+    Invalid(Vec<FieldError>),
+    /// Valid, but the resource managers do not admit it on this node.
+    NotAdmitted(ManagerError),
+}
+
+/// One pod's outcome, named as the agent, `apply` and `explain` name it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodOutcome {
+    /// `namespace/name` (or `name` when the input has no namespace).
+    pub name: String,
+    /// Where the pod came from (a file, a document in it).
+    pub source: String,
+    /// What the component answered.
+    pub verdict: Verdict,
+}
+
+impl PodOutcome {
+    /// The evaluated pod, unless the pod was refused.
+    pub fn evaluated(&self) -> Option<&EvaluatedPod> {
+        match &self.verdict {
+            Verdict::Evaluated(pod) => Some(pod),
+            _ => None,
+        }
+    }
+
+    /// Why the pod was refused, one `field: message` per error; empty when
+    /// it was not.
+    pub fn refusals(&self) -> Vec<String> {
+        match &self.verdict {
+            Verdict::Evaluated(_) => Vec::new(),
+            Verdict::Invalid(errors) => errors
+                .iter()
+                .map(|e| format!("{}: {}", e.field, e.message))
+                .collect(),
+            Verdict::NotAdmitted(error) => vec![format!("{}: {}", error.reason, error.message)],
+        }
+    }
+
+    /// The display form (`explain`).
+    pub fn explanation(&self) -> output::Explanation {
+        match &self.verdict {
+            Verdict::Evaluated(pod) => output::Explanation::evaluated(
+                self.name.clone(),
+                self.source.clone(),
+                &pod.patch,
+                &pod.evaluation,
+            ),
+            Verdict::Invalid(errors) => {
+                output::Explanation::rejected(self.name.clone(), self.source.clone(), errors)
+            }
+            Verdict::NotAdmitted(error) => {
+                let mut explanation =
+                    output::Explanation::rejected(self.name.clone(), self.source.clone(), &[]);
+                explanation.errors.push(output::ErrorOut {
+                    field: String::new(),
+                    reason: error.reason.clone(),
+                    message: error.message.clone(),
+                    bad_value: None,
+                });
+                explanation
+            }
+        }
+    }
+}
+
+/// Every pod's outcome, in input order, and the node-level cgroup values
+/// over the pods that were evaluated (and admitted).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Evaluations {
+    /// Per pod, in input order.
+    pub pods: Vec<PodOutcome>,
+    /// The node-level cgroups (`kubepods`, the QoS tiers, reserved cgroups).
+    pub node: NodeCgroups,
+}
+
+impl Evaluations {
+    /// Whether any pod was refused.
+    pub fn any_rejected(&self) -> bool {
+        self.pods.iter().any(|p| p.evaluated().is_none())
+    }
+
+    /// The display form (`explain`).
+    pub fn report(&self, node_name: &str) -> output::Report {
+        output::Report::new(
+            self.pods.iter().map(PodOutcome::explanation).collect(),
+            node_name,
+            &self.node,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(pairs: &[(&str, &str)]) -> Vec<CgroupFile> {
+        pairs
+            .iter()
+            .map(|(file, value)| CgroupFile {
+                file: file.to_string(),
+                value: value.to_string(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn placement_files_replace_and_add_in_the_component_order() {
+        let mut evaluated = files(&[("cpu.weight", "79"), ("cpu.max", "200000 100000")]);
+        over(
+            &mut evaluated,
+            &files(&[("cpu.max", "max 100000"), ("cpuset.cpus", "2-3")]),
+        );
+        assert_eq!(
+            evaluated,
+            files(&[
+                ("cpu.weight", "79"),
+                ("cpu.max", "max 100000"),
+                ("cpuset.cpus", "2-3")
+            ])
+        );
+    }
+}
