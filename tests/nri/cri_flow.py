@@ -351,9 +351,13 @@ class Flow:
             return json.load(f)
 
     def observe(self, entry, name):
+        """The container's files; LookupError when it has no process."""
         cid = entry["containers"][name]["id"]
         status = self.rt.ContainerStatus(cri.ContainerStatusRequest(container_id=cid, verbose=True))
-        pid = json.loads(status.info["info"])["pid"]
+        pid = json.loads(status.info["info"]).get("pid", 0)
+        if status.status.state != cri.CONTAINER_RUNNING or not pid:
+            raise LookupError("not running (%s: %s)" % (cri.ContainerState.Name(status.status.state),
+                                                         status.status.message or status.status.reason))
         paths = cgroup_paths(pid)
         got = {"paths": {c: paths.get(c) for c in ("cpu", "memory", "cpuset")}}
         for controller, file in (("cpu", "cpu.shares"), ("cpu", "cpu.cfs_quota_us"), ("cpu", "cpu.cfs_period_us"),
@@ -387,7 +391,11 @@ class Flow:
             results = []
             for name in entry["containers"]:
                 want = self.expected(tag, entry, name, expect, resized)
-                got = self.observe(entry, name)
+                try:
+                    got = self.observe(entry, name)
+                except LookupError as e:
+                    results.append((name, {"paths": {}, "error": str(e)}, [("", False, "read back: %s" % e)]))
+                    continue
                 results.append((name, got, self.compare(want, got, expect)))
             pod_results = self.check_pod(entry, expect) if not resized else []
             settled = all(g for _, _, r in results for _, g, _ in r) and all(g for g, _ in pod_results)
@@ -399,7 +407,7 @@ class Flow:
         for name, got, rows in results:
             cid = entry["containers"][name]["id"]
             path = entry["parent"] + "/" + cid
-            self.report(all(p == path for p in got["paths"].values()),
+            self.report(got["paths"] and all(p == path for p in got["paths"].values()),
                         "%s/%s: container cgroup %s in cpu, memory and cpuset" % (label, name, path))
             for _, good, text in rows:
                 self.report(good, "%s/%s: %s" % (label, name, text))
@@ -455,7 +463,11 @@ class Flow:
     def drift(self, tag):
         entry = self.state[tag]
         for name, c in entry["containers"].items():
-            got = self.observe(entry, name)
+            try:
+                got = self.observe(entry, name)
+            except LookupError as e:
+                self.report(False, "%s/%s: no drift written: %s" % (tag, name, e))
+                continue
             paths = got["paths"]
             shares = got["cpu.shares"] + 1000
             memory = got["memory.limit_in_bytes"]

@@ -60,8 +60,7 @@ cleanup() {
     local rc=$?
     set +e
     if [ -s run/plugin.pid ]; then
-        kill -9 "$(cat run/plugin.pid)" 2> /dev/null
-        wait "$(cat run/plugin.pid)" 2> /dev/null
+        { kill -9 "$(cat run/plugin.pid)"; wait "$(cat run/plugin.pid)"; } 2> /dev/null
     fi
     if [ -s run/containerd.pid ]; then
         local pid
@@ -293,8 +292,7 @@ plugin_start() { # [extra args...]: starts `podpolicy nri`, waits until containe
 }
 plugin_kill() {
     if [ -s run/plugin.pid ]; then
-        kill -9 "$(cat run/plugin.pid)" 2> /dev/null || true
-        wait "$(cat run/plugin.pid)" 2> /dev/null || true
+        { kill -9 "$(cat run/plugin.pid)"; wait "$(cat run/plugin.pid)"; } 2> /dev/null || true
         : > run/plugin.pid
     fi
 }
