@@ -338,6 +338,8 @@ for h in trap loop; do
     flow check "hostile-$h" --expect cri
     plugin_alive "after a CreateContainer under the $h policy"
 done
+# The hostile plugins' Synchronize saw the phase 1 pods: they keep their values.
+flow check burstable --expect explain
 
 echo "--- phase 4: stop and remove everything" | tee -a results.txt
 plugin_kill
