@@ -51,6 +51,8 @@ for hier in /sys/fs/cgroup/*/; do
     [ -e "$hier/kubepods" ] && die "$hier/kubepods exists: a kubelet or an earlier run owns it; not touching it"
 done
 mkdir -p "$CACHE"
+run_containerd_existed=
+[ -e /run/containerd/s ] && run_containerd_existed=1
 S=$(mktemp -d /tmp/podpolicy-nri.XXXXXX)
 cd "$S"
 mkdir -p x etc root state run logs img cri hostile nri/plugins nri/conf.d
@@ -66,7 +68,7 @@ cleanup() {
         local pid
         pid=$(cat run/containerd.pid)
         if kill -0 "$pid" 2> /dev/null; then
-            [ -x cri/python ] && PYTHONPATH="$S/cri" cri/python "$HERE/cri_flow.py" --socket "$S/run/containerd.sock" --state "$S/flow.json" cleanup > logs/cleanup.txt 2>&1
+            [ -n "${PY:-}" ] && [ -f cri/api_pb2_grpc.py ] && PYTHONPATH="$S/cri" "$PY" "$HERE/cri_flow.py" --socket "$S/run/containerd.sock" --state "$S/flow.json" cleanup > logs/cleanup.txt 2>&1
             kill -TERM "$pid"
             for _ in $(seq 100); do kill -0 "$pid" 2> /dev/null || break; sleep 0.05; done
             kill -9 "$pid" 2> /dev/null
@@ -80,6 +82,15 @@ cleanup() {
         say "killing left-over shim $shim"
         kill -9 "$shim"
     done
+    # Container processes a killed shim left: the kubepods tree is this
+    # run's (the script refuses to start beside one).
+    local procs
+    procs=$(find /sys/fs/cgroup/cpu/kubepods -name cgroup.procs -exec cat {} + 2> /dev/null | sort -u)
+    if [ -n "$procs" ]; then
+        say "killing left-over container processes" $procs
+        kill -9 $procs
+        sleep 0.2
+    fi
     # Mounts below the scratch dir (rootfs overlays, shm) of a failed run.
     mount | awk -v s="$S" 'index($3, s) == 1 { print $3 }' | sort -r | while read -r m; do umount -l "$m"; done
     # runc removes container cgroups; the pod cgroups (cgroup_parent) and the
@@ -88,7 +99,14 @@ cleanup() {
     for hier in /sys/fs/cgroup/*/; do
         [ -d "$hier/kubepods" ] && find "$hier/kubepods" -depth -type d -exec rmdir {} \; 2> /dev/null
     done
-    rmdir /run/containerd/s /run/containerd 2> /dev/null
+    # Shim sockets: a shim killed above leaves its socket. The directory is
+    # removed whole only when this run created it.
+    if [ -z "$run_containerd_existed" ]; then
+        rm -rf /run/containerd/s
+        rmdir /run/containerd 2> /dev/null
+    else
+        rmdir /run/containerd/s 2> /dev/null
+    fi
     if [ "${NRI_KEEP:-}" = 1 ]; then
         say "kept $S"
     else
@@ -156,7 +174,6 @@ else
     fi
     PY=$V/bin/python
 fi
-ln -s "$PY" cri/python
 cp "$CRI_PROTO" cri/api.proto
 (cd cri && "$PY" -m grpc_tools.protoc -I. --python_out=. --grpc_python_out=. api.proto)
 t_python=$(elapsed "$t0")
