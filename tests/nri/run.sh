@@ -186,6 +186,8 @@ if [ -z "$PP" ]; then
     PP=${CARGO_TARGET_DIR:-$WS/target}/debug/podpolicy
 fi
 [ -x "$PP" ] || die "no podpolicy binary at $PP"
+"$PP" nri --help > /dev/null 2>&1 ||
+    say "$PP has no \`nri\` subcommand: every check that needs the plugin will fail"
 if [ -n "${NRI_HOSTILE:-}" ]; then
     cp "$NRI_HOSTILE"/trap.wasm "$NRI_HOSTILE"/loop.wasm hostile/
 else
@@ -304,7 +306,7 @@ plugin_start() { # [extra args...]: starts `podpolicy nri`, waits until containe
     if tail -n +"$((since + 1))" logs/containerd.log | grep -q 'registered as \\\?"50-podpolicy'; then
         check ok "plugin: \`podpolicy nri $*\` registered with containerd"
     else
-        check FAIL "plugin: \`podpolicy nri $*\` did not register within 5s ($log: $(tail -n 1 "$log" 2> /dev/null))"
+        check FAIL "plugin: \`podpolicy nri $*\` did not register within 5s ($log: $(grep -m 1 . "$log" 2> /dev/null))"
     fi
 }
 plugin_kill() {
@@ -317,7 +319,7 @@ plugin_alive() { # WHAT
     if [ -s run/plugin.pid ] && kill -0 "$(cat run/plugin.pid)" 2> /dev/null; then
         check ok "plugin: still running $1"
     else
-        check FAIL "plugin: exited $1 ($(tail -n 1 "logs/plugin-$((plugin_idx - 1)).log" 2> /dev/null))"
+        check FAIL "plugin: exited $1 ($(grep -m 1 . "logs/plugin-$((plugin_idx - 1)).log" 2> /dev/null))"
     fi
 }
 
