@@ -360,6 +360,16 @@ done
 # The hostile plugins' Synchronize saw the phase 1 pods: they keep their values.
 flow check burstable --expect explain
 
+# While a plugin was connected (the kills above came between requests),
+# containerd reported no failed NRI call (it logs one before dropping a plugin
+# that errs or overruns its 2 s request timeout).
+nri_errors=$(grep 'level=error' logs/containerd.log | grep -i -e nri -e '50-podpolicy' | sed 's/.* msg=//' || true)
+if [ -z "$nri_errors" ]; then
+    check ok "containerd logged no NRI plugin error in phases 1-3"
+else
+    check FAIL "containerd logged NRI plugin errors: $(echo "$nri_errors" | head -n 3 | tr '\n' ' ')"
+fi
+
 echo "--- phase 4: stop and remove everything" | tee -a results.txt
 plugin_kill
 flow remove --tag-prefix ''
