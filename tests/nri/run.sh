@@ -37,6 +37,7 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+export PYTHONDONTWRITEBYTECODE=1 # no __pycache__ in tests/nri
 WS=$(cd "$HERE/../.." && pwd)
 CACHE=${NRI_CACHE:-$WS/target/nri-cache}
 t_start=$(date +%s.%N)
