@@ -49,3 +49,9 @@ webhook-load *args:
 # Real-kernel cgroup v2 test: `podpolicy apply` in a qemu (TCG) VM; installs qemu with apt-get if missing.
 vm-test:
     bash tests/vm/run.sh
+
+# Real-runtime NRI test: `podpolicy nri` under containerd 2.1.9 + runc 1.1.5
+# (Debian .debs, private root, cached in target/nri-cache), driven through the
+# CRI, cgroup v1 files checked against `explain`. Needs root; see tests/nri/README.md.
+nri-test:
+    bash tests/nri/run.sh

@@ -223,3 +223,21 @@ world pod-policy {
     );
     encode(&wat, &resolve, world)
 }
+
+/// Writes the trapping and the looping components as
+/// `$PODPOLICY_HOSTILE_OUT/{trap,loop}.wasm` for the real-runtime test
+/// (tests/nri/run.sh), which hands them to `podpolicy nri --policy`. Ignored:
+/// the script runs it by name with `--ignored`.
+#[test]
+#[ignore = "run by tests/nri/run.sh with PODPOLICY_HOSTILE_OUT set"]
+fn export_for_nri_test() {
+    let dir = std::env::var_os("PODPOLICY_HOSTILE_OUT").expect("PODPOLICY_HOSTILE_OUT is set");
+    let dir = std::path::Path::new(&dir);
+    std::fs::create_dir_all(dir).expect("creating PODPOLICY_HOSTILE_OUT");
+    for (name, hostility) in [("trap", Hostility::Trap), ("loop", Hostility::InfiniteLoop)] {
+        let path = dir.join(format!("{name}.wasm"));
+        let bytes = component(hostility);
+        assert!(bytes.starts_with(b"\0asm"), "{name}: not a wasm binary");
+        std::fs::write(&path, &bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+}
