@@ -70,6 +70,7 @@ pub mod apply;
 pub mod bounded_read;
 pub mod cgroupfs;
 pub mod checkpoint;
+pub mod compiler_process;
 pub mod conformance;
 pub mod evaluation;
 pub mod kubelet_config;

@@ -358,6 +358,11 @@ enum PolicyCommand {
         #[arg(long, value_name = "DIR")]
         policy_dir: PathBuf,
     },
+    /// Compile the component on stdin into the cache and exit: what the
+    /// agent and the webhook run, in a child they can kill, to compile a
+    /// policy candidate.
+    #[command(hide = true)]
+    Precompile,
     /// The policy directory's state: active version, history, verdicts.
     Status {
         /// The policy directory.
@@ -509,6 +514,20 @@ fn print(
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
+    if let Command::Policy {
+        command: PolicyCommand::Precompile,
+    } = &cli.command
+    {
+        podpolicy::compiler_process::precompile_stdin(&cache(&cli), limits(&cli))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if matches!(cli.command, Command::Agent { .. } | Command::Webhook { .. })
+        && let Ok(program) = std::env::current_exe()
+    {
+        // Long-lived servers compile policy candidates in a child process
+        // they can kill past the vetting deadline.
+        podpolicy::compiler_process::use_program(program);
+    }
     if let Command::Webhook {
         max_concurrency, ..
     } = &cli.command
@@ -596,6 +615,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+        Command::Policy {
+            command: PolicyCommand::Precompile,
+        } => unreachable!("handled before the policy is loaded"),
         Command::Policy {
             command: PolicyCommand::Rollback { policy_dir },
         } => {

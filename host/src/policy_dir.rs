@@ -570,6 +570,7 @@ fn prepare(
     cache: &Cache,
     limits: Limits,
     serving_digest: &str,
+    compiler: Option<(&Path, Duration)>,
 ) -> Prepared {
     let mut prepared = Prepared {
         stamp: None,
@@ -588,6 +589,16 @@ fn prepare(
     prepared.stamp = Some(FileStamp::of(&metadata));
     let digest = crate::runtime::digest(&bytes);
     prepared.digest = Some(digest.clone());
+    // In a child that is killed past the deadline, when there is one: a
+    // compile cannot be stopped in-process.
+    if let Some((program, deadline)) = compiler
+        && let Err(e) = crate::compiler_process::compile(program, &bytes, cache, limits, deadline)
+    {
+        prepared.result = Err(Refusal::Load(
+            e.context(format!("loading candidate {file}: compiling it")),
+        ));
+        return prepared;
+    }
     let candidate = match PolicyRuntime::from_bytes(&bytes, cache, limits)
         .with_context(|| format!("loading candidate {file}"))
     {
@@ -652,6 +663,9 @@ pub struct PolicyDirServer {
     /// ([`FileVerdict::racy`]): the same bytes keep their verdict (an
     /// accepted version rolled back since is not swapped in again).
     rechecks: BTreeSet<String>,
+    /// The program that compiles candidates in a child process
+    /// ([`crate::compiler_process`]); in-process without one.
+    compiler: Option<PathBuf>,
     job: Option<Job>,
     threads: Arc<AtomicUsize>,
     waker: Option<Arc<dyn Fn() + Send + Sync>>,
@@ -717,6 +731,7 @@ impl PolicyDirServer {
             deadline: VETTING_DEADLINE,
             queue: VecDeque::new(),
             rechecks: BTreeSet::new(),
+            compiler: crate::compiler_process::program(),
             job: None,
             threads: Arc::new(AtomicUsize::new(0)),
             waker: None,
@@ -782,6 +797,13 @@ impl PolicyDirServer {
     /// The largest candidate read (default [`MAX_CANDIDATE_BYTES`]).
     pub fn set_max_candidate_bytes(&mut self, bytes: u64) {
         self.max_candidate_bytes = bytes;
+    }
+
+    /// Compile candidates with `program policy precompile` in a child that
+    /// is killed past the deadline (default: the program `main` set with
+    /// [`crate::compiler_process::use_program`]); `None` compiles in-process.
+    pub fn set_compiler(&mut self, program: Option<PathBuf>) {
+        self.compiler = program;
     }
 
     /// How long a candidate may take on its vetting thread (default
@@ -1045,6 +1067,10 @@ impl PolicyDirServer {
         );
         let serving = slot.current().digest().to_string();
         let waker = self.waker.clone();
+        // The compile gets three quarters of the deadline; the rest is for
+        // loading the artifact and the self-check, so a killed compile is
+        // reported as such before the job itself is given up.
+        let (compiler, deadline) = (self.compiler.clone(), self.deadline * 3 / 4);
         self.threads.fetch_add(1, Ordering::SeqCst);
         let count = ThreadCount(self.threads.clone());
         let read_ns = wall_ns();
@@ -1053,7 +1079,8 @@ impl PolicyDirServer {
             .spawn(move || {
                 let _count = count;
                 let prepared = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    prepare(&path, &name, cap, &cache, limits, &serving)
+                    let compiler = compiler.as_deref().map(|p| (p, deadline));
+                    prepare(&path, &name, cap, &cache, limits, &serving, compiler)
                 }))
                 .unwrap_or_else(|_| Prepared {
                     stamp: None,

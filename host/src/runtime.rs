@@ -275,6 +275,14 @@ fn store_artifact(component: &Component, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Compile `wasm` with `limits` into `cache` (when it is a directory), and
+/// nothing else: what `podpolicy policy precompile` does in the child that
+/// [`crate::compiler_process`] can kill. A compile error is returned.
+pub fn precompile(wasm: &[u8], cache: &Cache, limits: Limits) -> Result<()> {
+    let (engine, _) = shared_engine(&limits)?;
+    load_or_compile(&engine, wasm, &digest(wasm), cache).map(|_| ())
+}
+
 impl PolicyRuntime {
     /// Load the embedded default policy.
     pub fn embedded(cache: &Cache, limits: Limits) -> Result<PolicyRuntime> {

@@ -27,7 +27,14 @@ pub enum Hostility {
     Zeros,
     /// Answers like [`Hostility::Zeros`] but reports another WIT version.
     WrongWitVersion,
+    /// Traps like [`Hostility::Trap`], but also holds one function of
+    /// [`SLOW_COMPILE_OPERATIONS`] straight-line operations: seconds of
+    /// compiling (a candidate that keeps a compiler busy).
+    SlowCompile,
 }
+
+/// The size of [`Hostility::SlowCompile`]'s big function, in operations.
+pub const SLOW_COMPILE_OPERATIONS: usize = 100_000;
 
 fn core_type(t: &WasmType) -> &'static str {
     match t {
@@ -69,7 +76,7 @@ fn body(hostility: Hostility, results: &[WasmType]) -> String {
         Hostility::MemoryBomb => {
             "(loop $grow (drop (memory.grow (i32.const 64))) (br $grow)) unreachable".to_string()
         }
-        Hostility::Trap => "unreachable".to_string(),
+        Hostility::Trap | Hostility::SlowCompile => "unreachable".to_string(),
         Hostility::Garbage | Hostility::Zeros | Hostility::WrongWitVersion => {
             results.iter().map(value).collect::<Vec<_>>().join(" ")
         }
@@ -134,6 +141,19 @@ pub fn core_wat(hostility: Hostility) -> String {
             results.join(" ")
         )
         .unwrap();
+    }
+    if hostility == Hostility::SlowCompile {
+        // Every value feeds the next, so no optimisation shortens it.
+        funcs.push_str("(func $slow (param i32 i32) (result i32)");
+        for i in 0..SLOW_COMPILE_OPERATIONS {
+            let op = ["i32.add", "i32.mul", "i32.xor", "i32.rotl"][i % 4];
+            write!(
+                funcs,
+                " (local.set 0 ({op} (local.get 0) (local.get 1))) (local.set 1 (i32.add (local.get 1) (local.get 0)))"
+            )
+            .unwrap();
+        }
+        funcs.push_str(" (local.get 0))\n");
     }
     format!(
         r#"(module

@@ -308,6 +308,64 @@ fn a_same_size_rewrite_within_a_timestamp_tick_is_vetted_again() {
     );
 }
 
+/// Whether a child process of this test process runs `podpolicy`.
+fn compiler_children() -> Vec<u32> {
+    let me = std::process::id();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...
+        let Some((head, tail)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        let ppid: Option<u32> = tail.split(' ').nth(1).and_then(|p| p.parse().ok());
+        if ppid == Some(me) && head.ends_with("(podpolicy") {
+            found.extend(head.split(' ').next().and_then(|p| p.parse::<u32>().ok()));
+        }
+    }
+    found
+}
+
+/// wasmtime cannot stop a compile in-process: a long-lived server compiles
+/// a candidate in a child (`podpolicy policy precompile`) and kills it at
+/// the vetting deadline, so a candidate built to compile for long costs no
+/// more than the deadline and leaves no compile running. A good candidate
+/// compiled the same way is swapped in (its artifact comes from the cache
+/// the child wrote).
+#[test]
+fn a_candidate_that_compiles_past_the_deadline_is_killed_with_its_compiler() {
+    let dir = policies("policy-dir-slow-compile");
+    let slot = slot();
+    let mut server = server(&dir, &slot);
+    server.set_compiler(Some(PathBuf::from(env!("CARGO_BIN_EXE_podpolicy"))));
+    server.set_vetting_deadline(Duration::from_millis(700));
+    std::fs::write(dir.join("slow.wasm"), component(Hostility::SlowCompile)).unwrap();
+    let began = Instant::now();
+    let outcome = settle(&mut server, &slot);
+    assert!(
+        began.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        began.elapsed()
+    );
+    assert_eq!(outcome.rejected.len(), 1, "{outcome:?}");
+    assert!(
+        outcome.rejected[0].contains("the compiler process was killed"),
+        "{outcome:?}"
+    );
+    assert!(compiler_children().is_empty(), "{:?}", compiler_children());
+
+    server.set_vetting_deadline(Duration::from_secs(300));
+    let good = embedded_variant("compiled-in-a-child");
+    std::fs::write(dir.join("good.wasm"), &good).unwrap();
+    let outcome = settle(&mut server, &slot);
+    assert_eq!(outcome.swapped.len(), 1, "{outcome:?}");
+    assert_eq!(slot.current().digest(), podpolicy::runtime::digest(&good));
+    assert!(slot.current().compiled_from_cache());
+    assert!(compiler_children().is_empty());
+}
+
 #[test]
 fn a_candidate_interrupted_by_a_restart_is_not_vetted_again_until_it_changes() {
     let dir = policies("policy-dir-interrupted");
