@@ -1723,6 +1723,44 @@ async fn idle_and_half_sent_connections_are_closed_and_the_connection_cap_holds(
     server.stop().await;
 }
 
+/// `--max-connections 1`: a client that sends request after request over
+/// TLS and never reads an answer fills its socket buffers, so the server's
+/// write of the next answer waits; it is cut off after the header timeout,
+/// and a real review, which needs its place, is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_its_answers_loses_its_connection() {
+    let server = TestServer::start(WebhookOptions {
+        max_connections: 1,
+        header_timeout: Duration::from_millis(300),
+        ..options()
+    })
+    .await;
+    let addr = server.server.local_addr();
+    let mut hog = tls_connect(addr, server.tls.clone())
+        .await
+        .expect("the only place: TLS handshake");
+    let pipelining = tokio::spawn(async move {
+        let request = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n";
+        for _ in 0..1_000_000 {
+            if hog.write_all(request).await.is_err() {
+                return;
+            }
+        }
+        panic!("a million requests written and never cut off");
+    });
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        server.assert_still_serving("a client that never reads"),
+    )
+    .await
+    .expect("a review answered within 30 s: the hog's place was freed");
+    tokio::time::timeout(Duration::from_secs(30), pipelining)
+        .await
+        .expect("the hog's writes end once its connection is closed")
+        .expect("the pipelining task");
+    server.stop().await;
+}
+
 /// Logs written to a pipe (a pod's stderr, journald) carry no ANSI colour
 /// codes; here at debug level, with a bad review to log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
