@@ -28,13 +28,13 @@ pub enum Hostility {
     /// Answers like [`Hostility::Zeros`] but reports another WIT version.
     WrongWitVersion,
     /// Traps like [`Hostility::Trap`], but also holds one function of
-    /// [`SLOW_COMPILE_OPERATIONS`] straight-line operations: seconds of
+    /// [`SLOW_COMPILE_OPERATIONS`] operations over 129 live locals: seconds of
     /// compiling (a candidate that keeps a compiler busy).
     SlowCompile,
 }
 
 /// The size of [`Hostility::SlowCompile`]'s big function, in operations.
-pub const SLOW_COMPILE_OPERATIONS: usize = 100_000;
+pub const SLOW_COMPILE_OPERATIONS: usize = 400_000;
 
 fn core_type(t: &WasmType) -> &'static str {
     match t {
@@ -143,17 +143,29 @@ pub fn core_wat(hostility: Hostility) -> String {
         .unwrap();
     }
     if hostility == Hostility::SlowCompile {
-        // Every value feeds the next, so no optimisation shortens it.
-        funcs.push_str("(func $slow (param i32 i32) (result i32)");
+        // Every local feeds the next and all stay live to the end, so no
+        // optimisation shortens it and the register allocator spills
+        // across the whole function.
+        write!(
+            funcs,
+            "(func $slow (param i32) (result i32) (local i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32)"
+        )
+        .unwrap();
+        const LOCALS: usize = 129;
         for i in 0..SLOW_COMPILE_OPERATIONS {
             let op = ["i32.add", "i32.mul", "i32.xor", "i32.rotl"][i % 4];
+            let (to, from) = (i % LOCALS, (i * 7 + 3) % LOCALS);
             write!(
                 funcs,
-                " (local.set 0 ({op} (local.get 0) (local.get 1))) (local.set 1 (i32.add (local.get 1) (local.get 0)))"
+                " (local.set {to} ({op} (local.get {to}) (local.get {from})))"
             )
             .unwrap();
         }
-        funcs.push_str(" (local.get 0))\n");
+        funcs.push_str(" (local.get 0)");
+        for i in 1..LOCALS {
+            write!(funcs, " (local.get {i}) i32.add").unwrap();
+        }
+        funcs.push_str(")\n");
     }
     format!(
         r#"(module
