@@ -128,6 +128,91 @@ impl PodOutcome {
     }
 }
 
+/// `explain --why`: the component's reason for each value of an evaluated
+/// pod (`explain-values`), for the values as they stand. A file the
+/// resource managers' placement replaced says so, with the value and
+/// reason `evaluate` had given.
+pub fn reasons(
+    policy: &crate::runtime::PolicyRuntime,
+    pod: &EvaluatedPod,
+    node: &crate::bindings::NodeSettings,
+) -> anyhow::Result<Vec<output::WhyOut>> {
+    let reasons = match policy.explain_values(&pod.defaulted, node)? {
+        Ok(reasons) => reasons,
+        Err(errors) => anyhow::bail!(
+            "the policy could not explain the values:\n{}",
+            crate::format_field_errors(&errors)
+        ),
+    };
+    let current = |container: Option<&str>, file: &str| -> Option<&str> {
+        let files = match container {
+            None => &pod.evaluation.pod_cgroup_files,
+            Some(name) => {
+                &pod.evaluation
+                    .containers
+                    .iter()
+                    .find(|c| c.name == name)?
+                    .cgroup_files
+            }
+        };
+        files
+            .iter()
+            .find(|f| f.file == file)
+            .map(|f| f.value.as_str())
+    };
+    let mut out: Vec<output::WhyOut> = reasons
+        .into_iter()
+        .map(|r| {
+            let placed = current(r.container.as_deref(), &r.file)
+                .filter(|now| *now != r.value)
+                .map(str::to_owned);
+            match placed {
+                Some(now) => output::WhyOut {
+                    reason: format!(
+                        "placed by the resource managers' admission (over evaluate's {}: {})",
+                        r.value, r.reason
+                    ),
+                    container: r.container,
+                    file: r.file,
+                    value: now,
+                },
+                None => output::WhyOut {
+                    container: r.container,
+                    file: r.file,
+                    value: r.value,
+                    reason: r.reason,
+                },
+            }
+        })
+        .collect();
+    // Files only the placement sets (cpusets).
+    let mut placed_only = Vec::new();
+    let owners = std::iter::once((None, &pod.evaluation.pod_cgroup_files)).chain(
+        pod.evaluation
+            .containers
+            .iter()
+            .map(|c| (Some(c.name.as_str()), &c.cgroup_files)),
+    );
+    for (container, files) in owners {
+        for f in files {
+            if !out
+                .iter()
+                .any(|w| w.container.as_deref() == container && w.file == f.file)
+            {
+                placed_only.push(output::WhyOut {
+                    container: container.map(str::to_owned),
+                    file: f.file.clone(),
+                    value: f.value.clone(),
+                    reason: "placed by the resource managers' admission (see `podpolicy admit`)"
+                        .to_owned(),
+                });
+            }
+        }
+    }
+    out.extend(placed_only);
+    Ok(out)
+}
+
 /// Every pod's outcome, in input order, and the node-level cgroup values
 /// over the pods that were evaluated (and admitted).
 #[derive(Clone, Debug, PartialEq)]

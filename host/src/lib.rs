@@ -58,7 +58,7 @@ pub mod bindings {
                 policy_info, validate_node, managers_active, default_pod, validate_pod, pod_warnings,
                 effective_resources, qos_class, pod_resource_config,
                 oom_score_adjust, container_memory_high, node_cgroups,
-                resize_plan, evaluate, admit, release, manager_operation,
+                resize_plan, evaluate, explain_values, admit, release, manager_operation,
             ))
         }
     }
@@ -101,6 +101,15 @@ use runtime::PolicyRuntime;
 pub type PolicyResult<T> = std::result::Result<T, Vec<FieldError>>;
 
 impl PolicyRuntime {
+    /// Export `explain-values`: `evaluate`'s values with the rule behind each.
+    pub fn explain_values(
+        &self,
+        pod: &Pod,
+        node: &NodeSettings,
+    ) -> Result<PolicyResult<Vec<bindings::ValueReason>>> {
+        self.call(|p, s| p.call_explain_values(s, pod, node))
+    }
+
     /// Export `evaluate`.
     pub fn evaluate(&self, pod: &Pod, node: &NodeSettings) -> Result<PolicyResult<PodEvaluation>> {
         self.call(|p, s| p.call_evaluate(s, pod, node))

@@ -68,6 +68,10 @@ enum Command {
         /// without it, an empty node.
         #[arg(long, value_name = "DIR")]
         state: Option<PathBuf>,
+        /// Also give, for every value, the rule that produced it and its
+        /// inputs (from the policy).
+        #[arg(long)]
+        why: bool,
         /// Output format.
         #[arg(short, long, value_enum, default_value_t = Format::Table)]
         output: Format,
@@ -699,13 +703,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
             node,
             sysfs,
             state,
+            why,
             output,
         } => {
             let (node, notes, mut placement) =
                 node_and_placement(&policy, node, sysfs.as_deref(), state.as_deref())?;
             let docs = pods.read()?;
-            let mut report =
-                explain_all(&policy, &docs, &node, placement.as_mut())?.report(&node.name);
+            let evaluations = explain_all(&policy, &docs, &node, placement.as_mut())?;
+            let mut report = evaluations.report(&node.name);
+            if *why {
+                for (outcome, explanation) in evaluations.pods.iter().zip(&mut report.pods) {
+                    if let Some(pod) = outcome.evaluated() {
+                        explanation.why = podpolicy::evaluation::reasons(&policy, pod, &node)
+                            .with_context(|| format!("explaining {}", outcome.name))?;
+                    }
+                }
+            }
             report.node.notes = notes;
             print(*output, "ExplainReport", || report.to_table(), &report)?;
             Ok(if report.any_rejected() {

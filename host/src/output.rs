@@ -184,6 +184,24 @@ pub struct Explanation {
     /// allocated ones; this shows the desired ones next to them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pending_resize: Option<PendingResizeOut>,
+    /// `explain --why`: every value with the rule that produced it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub why: Vec<WhyOut>,
+}
+
+/// One value and why it is what it is (the component's `explain-values`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WhyOut {
+    /// The container; absent for the pod cgroup.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    /// The cgroup file, or `oom_score_adj`.
+    pub file: String,
+    /// The value.
+    pub value: String,
+    /// The rule and its inputs.
+    pub reason: String,
 }
 
 /// Desired next to allocated resources.
@@ -374,6 +392,7 @@ impl Explanation {
             containers: Vec::new(),
             warnings: Vec::new(),
             pending_resize: None,
+            why: Vec::new(),
         }
     }
 
@@ -412,6 +431,7 @@ impl Explanation {
                         .collect(),
                 })
                 .collect(),
+            why: Vec::new(),
             warnings: eval.warnings.clone(),
             pending_resize: eval.pending_resize.as_ref().map(|p| PendingResizeOut {
                 state: p.state.clone(),
@@ -527,6 +547,19 @@ impl Explanation {
                     "",
                     list(&change.allocated.requests),
                     list(&change.allocated.limits)
+                );
+            }
+        }
+        if !self.why.is_empty() {
+            let _ = writeln!(out, "  why");
+            for w in &self.why {
+                let owner = w.container.as_deref().unwrap_or("(pod)");
+                let _ = writeln!(
+                    out,
+                    "    {owner} {} {}: {}",
+                    w.file,
+                    table_value(&w.file, &w.value),
+                    w.reason
                 );
             }
         }

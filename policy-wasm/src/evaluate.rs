@@ -15,7 +15,7 @@ use crate::wit::{self, ErrorReason, FieldError};
 type Result<T> = std::result::Result<T, Vec<FieldError>>;
 
 /// Decode the pod and the node together so that both report their errors.
-fn decode(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<(Pod, NodeConfig)> {
+pub(crate) fn decode(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<(Pod, NodeConfig)> {
     match (Pod::decode(pod), NodeConfig::decode(node)) {
         (Ok(pod), Ok(node)) => Ok((pod, node)),
         (pod, node) => Err(pod.err().into_iter().chain(node.err()).flatten().collect()),

@@ -75,6 +75,9 @@ impl Guest for PodPolicy {
     fn evaluate(pod: Pod, node: NodeSettings) -> Result<PodEvaluation, Vec<FieldError>> {
         evaluate::evaluate(&pod, &node)
     }
+    fn explain_values(pod: Pod, node: NodeSettings) -> Result<Vec<ValueReason>, Vec<FieldError>> {
+        crate::why::explain_values(&pod, &node)
+    }
     fn admit(
         pod: Pod,
         topology: NodeTopology,

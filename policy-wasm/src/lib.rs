@@ -64,6 +64,7 @@ pub mod resources;
 pub mod topology;
 pub mod validation;
 pub mod warnings;
+pub mod why;
 
 // The export glue wit-bindgen generates is unsafe by nature; it stays in the shim.
 #[cfg(target_arch = "wasm32")]
