@@ -730,7 +730,26 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if plugin_idx.len() != 2 || !plugin_idx.bytes().all(|b| b.is_ascii_digit()) {
                 anyhow::bail!("--plugin-idx `{plugin_idx}` must be two digits (00-99)");
             }
-            let node = read_node(&policy, node)?;
+            // As the agent: the plugin comes up even when its first policy is
+            // broken (every answer is then "no change" until a good version
+            // arrives through --policy-dir); field errors in the node stop it.
+            let node = node_input::read_node_inputs(
+                node.node.as_deref(),
+                node.kubelet_config.as_deref(),
+                "/proc".as_ref(),
+                "/sys/fs/cgroup".as_ref(),
+            )?
+            .settings;
+            match policy.validate_node(&node) {
+                Ok(errors) if !errors.is_empty() => anyhow::bail!(
+                    "invalid node settings:\n{}",
+                    podpolicy::format_field_errors(&errors)
+                ),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::error!(error = %format!("{e:#}"), "the policy could not validate the node settings")
+                }
+            }
             let metrics_addr =
                 match metrics_addr.as_str() {
                     "off" => None,
