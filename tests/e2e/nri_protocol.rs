@@ -433,8 +433,15 @@ fn nri_plugin_answers_a_stand_in_runtime_as_explain_computes() {
 
         // Synchronize: the same container running with drifted values gets
         // an update to the policy's; one running with them gets none.
+        // It arrives in two chunks (`more`): the first is answered with
+        // `more` and nothing else, the last with every update.
         let drifted = container("c1", "sb1", "app", resources(256, 50_000, 300 << 20));
-        let resp = session.synchronize(vec![pod.clone()], vec![drifted]).await;
+        let mut first = api::SynchronizeRequest::new();
+        first.pods = vec![pod.clone()];
+        first.more = true;
+        let chunk = session.plugin.synchronize(ctx(), &first).await.unwrap();
+        assert!(chunk.more && chunk.update.is_empty(), "{chunk:?}");
+        let resp = session.synchronize(vec![], vec![drifted]).await;
         assert_eq!(resp.update.len(), 1, "{:?}", resp.update);
         assert_eq!(resp.update[0].container_id, "c1");
         let fixed = resp.update[0].linux.resources.as_ref().unwrap();

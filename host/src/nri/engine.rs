@@ -708,11 +708,13 @@ impl Engine {
 
     /// `Synchronize`: learn every pod and container, release what no
     /// running container explains (a crash, a missed event), and return the
-    /// updates that repair drift from the policy's values.
+    /// updates that repair drift from the policy's values. Containers not
+    /// evaluated by `budget` are left as they run (counted as deferred).
     pub fn synchronize(
         &mut self,
         pods: &[api::PodSandbox],
         containers: &[api::Container],
+        budget: std::time::Instant,
     ) -> Result<(Vec<api::ContainerUpdate>, String)> {
         for pod in pods {
             self.remember_sandbox(pod);
@@ -761,12 +763,17 @@ impl Engine {
         self.commit()?;
         let mut updates = Vec::new();
         let mut failed = 0;
+        let mut deferred = 0;
         let by_id: HashMap<&str, &api::PodSandbox> =
             pods.iter().map(|p| (p.id.as_str(), p)).collect();
         for c in containers {
             let Some(sandbox) = by_id.get(c.pod_sandbox_id.as_str()) else {
                 continue;
             };
+            if std::time::Instant::now() > budget {
+                deferred += 1;
+                continue;
+            }
             match self.container_values(sandbox, c, None) {
                 Ok((desired, _, _, _)) => {
                     let current = c.linux.as_ref().and_then(|l| l.resources.as_ref());
@@ -789,7 +796,7 @@ impl Engine {
         Ok((
             updates.clone(),
             format!(
-                "pods={} containers={} updates={} released={released} unanswered={failed}",
+                "pods={} containers={} updates={} released={released} unanswered={failed} deferred={deferred}",
                 pods.len(),
                 containers.len(),
                 updates.len()

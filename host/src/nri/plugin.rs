@@ -23,6 +23,9 @@ pub struct PluginService {
     deadline: Duration,
     /// Set once `Configure` arrived (the runtime accepted the plugin).
     pub configured: Arc<tokio::sync::Notify>,
+    /// `Synchronize` chunks received with `more` set, answered together
+    /// with the last one.
+    pending_sync: Mutex<(Vec<api::PodSandbox>, Vec<api::Container>)>,
 }
 
 impl PluginService {
@@ -33,6 +36,7 @@ impl PluginService {
             metrics,
             deadline,
             configured: Arc::new(tokio::sync::Notify::new()),
+            pending_sync: Mutex::new((Vec::new(), Vec::new())),
         }
     }
 
@@ -137,15 +141,27 @@ impl api_ttrpc::Plugin for PluginService {
         _ctx: &TtrpcContext,
         req: api::SynchronizeRequest,
     ) -> ttrpc::Result<api::SynchronizeResponse> {
-        let subject = format!(
-            "pods={} containers={} more={}",
-            req.pods.len(),
-            req.containers.len(),
-            req.more
-        );
+        let mut resp = api::SynchronizeResponse::new();
+        // A large node arrives in chunks: collect them, answer with the last.
+        let (pods, containers) = {
+            let Ok(mut pending) = self.pending_sync.lock() else {
+                return Ok(resp);
+            };
+            pending.0.extend(req.pods);
+            pending.1.extend(req.containers);
+            if req.more {
+                resp.more = true;
+                return Ok(resp);
+            }
+            std::mem::take(&mut *pending)
+        };
+        let subject = format!("pods={} containers={}", pods.len(), containers.len());
+        // Evaluations stop at half the deadline; what is left waits for its
+        // next event (a policy slower than that is answered "no change").
+        let budget = Instant::now() + self.deadline / 2;
         let updates = self
             .answer("synchronize", subject, move |engine| {
-                let (updates, detail) = engine.synchronize(&req.pods, &req.containers)?;
+                let (updates, detail) = engine.synchronize(&pods, &containers, budget)?;
                 let outcome = if updates.is_empty() {
                     Outcome::Nothing
                 } else {
@@ -155,7 +171,6 @@ impl api_ttrpc::Plugin for PluginService {
             })
             .await
             .unwrap_or_default();
-        let mut resp = api::SynchronizeResponse::new();
         resp.update = updates;
         Ok(resp)
     }
