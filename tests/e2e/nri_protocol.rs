@@ -656,7 +656,12 @@ fn nri_create_latency() {
         session.state_change(1, &pod, None).await;
         let mut times = Vec::new();
         for i in 0..310 {
-            let c = container(&format!("cl{i}"), "sbl", "app", resources(256, 50_000, 200 << 20));
+            let c = container(
+                &format!("cl{i}"),
+                "sbl",
+                "app",
+                resources(256, 50_000, 200 << 20),
+            );
             let (resp, took) = session.create(&pod, &c).await;
             assert!(resp.adjust.is_some());
             if i >= 10 {
@@ -677,5 +682,8 @@ fn nri_create_latency() {
         at(0.99).as_secs_f64() * 1e3,
         times.last().unwrap().as_secs_f64() * 1e3
     );
-    assert!(at(0.99) < REQUEST_TIMEOUT / 2, "p99 within half the runtime's timeout");
+    assert!(
+        at(0.99) < REQUEST_TIMEOUT / 2,
+        "p99 within half the runtime's timeout"
+    );
 }

@@ -121,7 +121,7 @@ fn qos_name(qos: QosClass) -> &'static str {
 fn page_size_name(bytes: u64) -> String {
     const UNITS: [(u64, &str); 3] = [(1 << 30, "GB"), (1 << 20, "MB"), (1 << 10, "KB")];
     for (unit, name) in UNITS {
-        if bytes >= unit && bytes % unit == 0 {
+        if bytes >= unit && bytes.is_multiple_of(unit) {
             return format!("{}{name}", bytes / unit);
         }
     }
@@ -445,7 +445,7 @@ impl Engine {
         let changes =
             cgroupfs::plan(&root, &[CgroupValues { path, files }]).map_err(|e| anyhow!("{e}"))?;
         let n = changes.len();
-        cgroupfs::apply(&root, &changes).map_err(|e| anyhow!("{}", e.to_string()))?;
+        cgroupfs::apply(&root, &changes).map_err(|e| anyhow!("{e}"))?;
         Ok(n)
     }
 
