@@ -556,6 +556,27 @@ fn nri_plugin_places_and_frees_exclusive_cpus() {
     let checkpoint = dir.join("state/cpu_manager_state");
     rt.block_on(async {
         let session = Session::accept(&listener).await;
+        // A Burstable container first: it runs on the whole shared pool.
+        let mut shared_pod = sandbox("sb1", "web", "/kubepods/burstable", Some(BURSTABLE_POD));
+        shared_pod.uid = "8d3c6f0e-0000-4000-8000-00000000b002".into();
+        shared_pod.linux.as_mut().unwrap().cgroup_parent =
+            format!("/kubepods/burstable/pod{}", shared_pod.uid);
+        let shared = container("c1", "sb1", "app", resources(256, 50_000, 200 << 20));
+        let (resp, _) = session.create(&shared_pod, &shared).await;
+        let r = resp
+            .adjust
+            .as_ref()
+            .unwrap()
+            .linux
+            .resources
+            .as_ref()
+            .unwrap();
+        let pool_before = cpu(r).cpus.clone();
+        assert!(
+            !pool_before.is_empty(),
+            "the shared container gets the pool"
+        );
+
         let pod = sandbox("sb2", "pinned", "/kubepods", Some(GUARANTEED_POD));
         let c = container("c2", "sb2", "app", resources(2048, 200_000, 1 << 30));
         let (resp, _) = session.create(&pod, &c).await;
@@ -568,6 +589,22 @@ fn nri_plugin_places_and_frees_exclusive_cpus() {
             .as_ref()
             .unwrap();
         assert_eq!(cpu(r).cpus, expected);
+        // The shared container leaves the CPUs that became exclusive.
+        assert_eq!(resp.update.len(), 1, "{:?}", resp.update);
+        assert_eq!(resp.update[0].container_id, "c1");
+        let pool_after = cpu(resp.update[0].linux.resources.as_ref().unwrap())
+            .cpus
+            .clone();
+        let list = |text: &str| podpolicy::admit::parse_cpu_list(text).unwrap();
+        assert!(
+            list(&pool_after).is_disjoint(&list(&expected)),
+            "{pool_after} vs {expected}"
+        );
+        assert_eq!(
+            list(&pool_after).union(&list(&expected)).count(),
+            list(&pool_before).len(),
+            "{pool_before} = {pool_after} + {expected}"
+        );
         let state: Value = serde_json::from_slice(&std::fs::read(&checkpoint).unwrap()).unwrap();
         assert_eq!(
             state["entries"][UID]["app"].as_str(),

@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 use super::pod_from_nri::{self, Rebuilt};
 use super::proto::api;
 use crate::bindings::{
-    CgroupVersion, ManagerState, NodeSettings, NodeTopology, Pod, PodEvaluation, QosClass,
-    ResourceConfig,
+    CgroupVersion, CpuIsolation, ManagerState, NodeSettings, NodeTopology, Pod, PodEvaluation,
+    QosClass, ResourceConfig,
 };
 use crate::cgroupfs::{self, CgroupRoot, CgroupValues, FileValue};
 use crate::runtime::PolicyRuntime;
@@ -44,6 +44,9 @@ pub struct NriContainer {
     /// Memory nodes the managers placed it on, when they did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mems: Option<String>,
+    /// It runs on the node's shared pool (its `cpus` follow the pool).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
 }
 
 /// One pod the plugin answered for.
@@ -372,7 +375,7 @@ impl Engine {
         pod: &Pod,
         qos: QosClass,
         container: &str,
-    ) -> Result<Option<BTreeMap<String, String>>> {
+    ) -> Result<Option<(BTreeMap<String, String>, bool)>> {
         let node = self.node.clone();
         let Some(managers) = self.managers.as_mut() else {
             return Ok(None);
@@ -395,17 +398,62 @@ impl Engine {
         // The host's sanity checks on every cpuset before the state is kept.
         crate::admit::cpuset_values(&admission, pod, qos, &node, &managers.topology)?;
         managers.state = admission.state.clone();
+        let shared = admission
+            .assignment
+            .containers
+            .iter()
+            .any(|c| c.name == container && c.cpu_isolation == CpuIsolation::Host);
         Ok(admission
             .files
             .containers
             .iter()
             .find(|c| c.name == container)
             .map(|c| {
-                c.files
+                let files = c
+                    .files
                     .iter()
                     .map(|f| (f.file.clone(), f.value.clone()))
-                    .collect()
+                    .collect();
+                (files, shared)
             }))
+    }
+
+    /// The node's shared pool (`defaultCpuSet`), when the managers run.
+    fn shared_pool(&self) -> Option<String> {
+        self.managers
+            .as_ref()
+            .map(|m| m.state.cpu.default_cpuset.clone())
+            .filter(|p| !p.is_empty())
+    }
+
+    /// Updates moving every recorded shared-pool container but `except` to
+    /// the current pool where it runs on another set (an exclusive
+    /// allocation shrank the pool, a release grew it); the record follows.
+    fn pool_updates(&mut self, except: &str) -> Vec<api::ContainerUpdate> {
+        let Some(pool) = self.shared_pool() else {
+            return Vec::new();
+        };
+        let mut updates = Vec::new();
+        for pod in self.state.pods.values_mut() {
+            for (id, c) in pod.containers.iter_mut() {
+                if !c.shared || id == except || c.cpus.as_ref() == Some(&pool) {
+                    continue;
+                }
+                c.cpus = Some(pool.clone());
+                let mut cpu = api::LinuxCPU::new();
+                cpu.cpus = pool.clone();
+                let mut resources = api::LinuxResources::new();
+                resources.cpu = Some(cpu).into();
+                let mut linux = api::LinuxContainerUpdate::new();
+                linux.resources = Some(resources).into();
+                let mut update = api::ContainerUpdate::new();
+                update.container_id = id.clone();
+                update.linux = Some(linux).into();
+                update.ignore_failure = true;
+                updates.push(update);
+            }
+        }
+        updates
     }
 
     /// Commit the record and the checkpoints as one step (nothing when
@@ -488,7 +536,8 @@ impl Engine {
                 (Some(r), _) if r.cpus.is_some() || r.mems.is_some() => None,
                 _ => self.place(&policy, &defaulted, eval.qos_class, &container.name)?,
             };
-            if let Some(files) = placement {
+            if let Some((files, shared)) = placement {
+                record.shared = shared;
                 record.cpus = files.get("cpuset.cpus").cloned();
                 record.mems = files.get("cpuset.mems").cloned();
                 if let Some(max) = files.get("cpu.max") {
@@ -529,15 +578,20 @@ impl Engine {
         Ok((resources, oom, eval, rebuilt))
     }
 
-    /// `CreateContainer`: the adjustment the policy computes.
+    /// `CreateContainer`: the adjustment the policy computes, and updates
+    /// moving the shared-pool containers off CPUs it made exclusive.
     pub fn create_container(
         &mut self,
         sandbox: &api::PodSandbox,
         container: &api::Container,
-    ) -> Result<(api::ContainerAdjustment, String)> {
+    ) -> Result<(api::ContainerAdjustment, Vec<api::ContainerUpdate>, String)> {
         self.remember_sandbox(sandbox);
         self.remember_container(container);
         let (resources, oom, eval, rebuilt) = self.container_values(sandbox, container, None)?;
+        let updates = self.pool_updates(&container.id);
+        if !updates.is_empty() {
+            self.commit()?;
+        }
         let written = match self.write_pod_cgroup(sandbox, &eval) {
             Ok(n) => n,
             Err(e) => {
@@ -554,14 +608,13 @@ impl Engine {
         .into();
         let mut adjust = api::ContainerAdjustment::new();
         adjust.linux = Some(linux).into();
-        Ok((
-            adjust,
-            format!(
-                "qos={} source={} pod_files_written={written}",
-                qos_name(eval.qos_class),
-                rebuilt.source.as_str()
-            ),
-        ))
+        let detail = format!(
+            "qos={} source={} pod_files_written={written} shared_pool_updates={}",
+            qos_name(eval.qos_class),
+            rebuilt.source.as_str(),
+            updates.len()
+        );
+        Ok((adjust, updates, detail))
     }
 
     /// `UpdateContainer` (an in-place resize): the container's values for

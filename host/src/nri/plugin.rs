@@ -186,18 +186,19 @@ impl api_ttrpc::Plugin for PluginService {
         req: api::CreateContainerRequest,
     ) -> ttrpc::Result<api::CreateContainerResponse> {
         let subject = subject(req.pod.as_ref(), req.container.as_ref());
-        let adjust = self
+        let answer = self
             .answer("create_container", subject, move |engine| {
-                let (pod, container) = (
-                    req.pod.unwrap_or_default(),
-                    req.container.unwrap_or_default(),
-                );
-                let (adjust, detail) = engine.create_container(&pod, &container)?;
-                Ok((adjust, Outcome::Answered, detail))
+                let pod = req.pod.unwrap_or_default();
+                let container = req.container.unwrap_or_default();
+                let (adjust, updates, detail) = engine.create_container(&pod, &container)?;
+                Ok(((adjust, updates), Outcome::Answered, detail))
             })
             .await;
         let mut resp = api::CreateContainerResponse::new();
-        resp.adjust = adjust.into();
+        if let Some((adjust, updates)) = answer {
+            resp.adjust = Some(adjust).into();
+            resp.update = updates;
+        }
         Ok(resp)
     }
 
