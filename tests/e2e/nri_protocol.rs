@@ -494,11 +494,12 @@ fn nri_plugin_answers_a_stand_in_runtime_as_explain_computes() {
             timeout_nano: REQUEST_TIMEOUT.as_nanos() as i64,
             ..Default::default()
         };
-        let unknown = session.client.request(call).await;
-        assert!(
-            unknown.is_err() || unknown.as_ref().is_ok_and(|r| r.status.is_some()),
-            "{unknown:?}"
-        );
+        match session.client.request(call).await {
+            Err(ttrpc::error::Error::RpcStatus(status)) => {
+                assert_eq!(status.code(), ttrpc::Code::UNIMPLEMENTED, "{status:?}");
+            }
+            other => panic!("UpdatePodSandbox: expected Unimplemented, got {other:?}"),
+        }
         let (resp, _) = session.create(&pod, &c).await;
         assert!(resp.adjust.is_some());
 
