@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 use ttrpc::r#async::transport::{Listener, Socket};
 
 use crate::hostile_policy::{Hostility, component};
-use crate::util::{cache_dir, podpolicy, temp_dir, workspace};
+use crate::util::{cache_dir, embedded_variant, podpolicy, temp_dir, workspace};
 
 const UID: &str = "8d3c6f0e-0000-4000-8000-00000000a001";
 /// The runtime's plugin request timeout (containerd's default).
@@ -190,9 +190,10 @@ impl PluginProcess {
             dir.join("state").display().to_string(),
             "--cgroup-root".into(),
             dir.join("cgroup").display().to_string(),
-            "--metrics-addr".into(),
-            "off".into(),
         ];
+        if !args.contains(&"--metrics-addr") {
+            all.extend(["--metrics-addr".to_string(), "off".to_string()]);
+        }
         all.extend(args.iter().map(|s| s.to_string()));
         std::fs::create_dir_all(dir.join("cgroup")).unwrap();
         let bin = std::env::var_os("PODPOLICY_NRI_BIN")
@@ -672,6 +673,111 @@ fn nri_plugin_fails_open_with_a_hostile_policy() {
         let log = plugin.stop();
         assert!(log.contains("no change"), "{hostility:?}: {log}");
     }
+}
+
+/// `GET /metrics` of the plugin (its address from the log line).
+fn scrape(plugin: &PluginProcess) -> String {
+    use std::io::{Read as _, Write as _};
+    let began = Instant::now();
+    let addr = loop {
+        let log = plugin.log();
+        if let Some(at) = log.find("bound=") {
+            let rest = &log[at + "bound=".len()..];
+            break rest[..rest.find(char::is_whitespace).unwrap()].to_string();
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(10),
+            "no metrics address: {log}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+    write!(conn, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).unwrap();
+    text
+}
+
+/// Hot swap: a plugin serving a trapping policy answers "no change" and
+/// counts it; a good version activated into `--policy-dir` takes over
+/// without a restart or a reconnection.
+#[test]
+fn nri_plugin_hot_swaps_a_broken_policy_for_a_good_one() {
+    let dir = temp_dir("nri-swap");
+    let wasm = dir.join("trap.wasm");
+    std::fs::write(&wasm, component(Hostility::Trap)).unwrap();
+    let good = dir.join("good.wasm");
+    std::fs::write(&good, embedded_variant("nri-swap")).unwrap();
+    let policies = dir.join("policies");
+    let node = dir.join("node.yaml");
+    std::fs::write(&node, V2_NODE).unwrap();
+    let rt = runtime();
+    let listener = rt.block_on(async { listen(&dir) });
+    let plugin = PluginProcess::start(
+        &dir,
+        &[
+            "--node",
+            node.to_str().unwrap(),
+            "--policy",
+            wasm.to_str().unwrap(),
+            "--policy-dir",
+            policies.to_str().unwrap(),
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ],
+    );
+    let session = rt.block_on(Session::accept(&listener));
+    let pod = sandbox("sb6", "web", "/kubepods/burstable", Some(BURSTABLE_POD));
+    let c = container("c6", "sb6", "app", resources(256, 50_000, 200 << 20));
+    let (resp, _) = rt.block_on(session.create(&pod, &c));
+    assert!(resp.adjust.is_none(), "the trapping policy changes nothing");
+    let metrics = scrape(&plugin);
+    assert!(
+        metrics
+            .contains(r#"podpolicy_nri_events_total{event="create_container",outcome="error"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("podpolicy_nri_answer_seconds_count"),
+        "{metrics}"
+    );
+    let (code, _, err) = podpolicy(&[
+        "--cache-dir",
+        cache_dir().to_str().unwrap(),
+        "policy",
+        "activate",
+        good.to_str().unwrap(),
+        "--policy-dir",
+        policies.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let began = Instant::now();
+    loop {
+        let (resp, _) = rt.block_on(session.create(&pod, &c));
+        if resp.adjust.is_some() {
+            break;
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(30),
+            "the good version never served: {}",
+            plugin.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let metrics = scrape(&plugin);
+    assert!(
+        metrics.contains(
+            r#"podpolicy_nri_events_total{event="create_container",outcome="answered"} 1"#
+        ),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"podpolicy_policy_swaps_total{result="swapped"} 1"#),
+        "{metrics}"
+    );
+    rt.block_on(session.close());
+    let log = plugin.stop();
+    assert!(log.contains("policy swapped"), "{log}");
 }
 
 /// The CreateContainer answer time as the stand-in runtime sees it (socket,

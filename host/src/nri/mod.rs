@@ -227,7 +227,11 @@ pub async fn run_until(
         None => None,
     };
     if let Some(addr) = options.metrics_addr {
-        let bound = crate::metrics::serve(addr, metrics.clone())?;
+        // `serve` starts its own runtime: from a plain thread, not this one's.
+        let served = metrics.clone();
+        let bound = std::thread::spawn(move || crate::metrics::serve(addr, served))
+            .join()
+            .map_err(|_| anyhow::anyhow!("starting the metrics endpoint panicked"))??;
         tracing::info!(%bound, "metrics endpoint listening");
     }
     let mut backoff = Duration::from_millis(100);
