@@ -501,8 +501,19 @@ fn nri_plugin_answers_a_stand_in_runtime_as_explain_computes() {
             }
             other => panic!("UpdatePodSandbox: expected Unimplemented, got {other:?}"),
         }
-        let (resp, _) = session.create(&pod, &c).await;
-        assert!(resp.adjust.is_some());
+        // The runtime already set a higher oom_score_adj than the policy's
+        // (restrict_oom_score_adj clamps it to the runtime's own): it is not
+        // lowered, the rest is adjusted.
+        let mut clamped = c.clone();
+        clamped.linux.as_mut().unwrap().oom_score_adj = Some(api::OptionalInt {
+            value: 999,
+            ..Default::default()
+        })
+        .into();
+        let (resp, _) = session.create(&pod, &clamped).await;
+        let linux = resp.adjust.as_ref().unwrap().linux.as_ref().unwrap();
+        assert!(linux.oom_score_adj.is_none(), "{linux:?}");
+        assert_eq!(memory_limit(linux.resources.as_ref().unwrap()), 200 << 20);
 
         // Remove the container and the pod (StateChange).
         session.state_change(11, &pod, Some(&c)).await;

@@ -601,15 +601,32 @@ impl Engine {
         };
         let mut linux = api::LinuxContainerAdjustment::new();
         linux.resources = Some(resources).into();
-        linux.oom_score_adj = Some(api::OptionalInt {
-            value: i64::from(oom),
-            ..Default::default()
-        })
-        .into();
+        // Never below what the runtime already set: lowering oom_score_adj
+        // needs CAP_SYS_RESOURCE, which a runtime with
+        // `restrict_oom_score_adj` lacks (it clamped the kubelet's value up
+        // to its own); the container would then fail to start.
+        let current = container
+            .linux
+            .as_ref()
+            .and_then(|l| l.oom_score_adj.as_ref())
+            .map(|o| o.value);
+        let oom_note = match current {
+            Some(current) if i64::from(oom) < current => {
+                format!(" oom_score_adj_kept={current} (policy {oom})")
+            }
+            _ => {
+                linux.oom_score_adj = Some(api::OptionalInt {
+                    value: i64::from(oom),
+                    ..Default::default()
+                })
+                .into();
+                String::new()
+            }
+        };
         let mut adjust = api::ContainerAdjustment::new();
         adjust.linux = Some(linux).into();
         let detail = format!(
-            "qos={} source={} pod_files_written={written} shared_pool_updates={}",
+            "qos={} source={} pod_files_written={written} shared_pool_updates={}{oom_note}",
             qos_name(eval.qos_class),
             rebuilt.source.as_str(),
             updates.len()
@@ -661,6 +678,7 @@ impl Engine {
             } else {
                 c.cpus = None;
                 c.mems = None;
+                c.shared = false;
             }
             changed = true;
         }
