@@ -31,6 +31,7 @@ fn main() {
     }
     println!("cargo::rerun-if-env-changed=PODPOLICY_SKIP_TARGET_ADD");
 
+    generate_nri(&manifest_dir, &out_dir);
     ensure_wasm_target();
 
     // target/<profile>/build/<pkg>/out -> target/
@@ -105,6 +106,45 @@ fn main() {
         .unwrap_or_else(|e| panic!("turning {} into a component: {e:#}", core_path.display()));
     std::fs::write(out_dir.join("policy.component.wasm"), component)
         .expect("writing the component");
+}
+
+/// Generate the NRI messages and async ttrpc services (`podpolicy nri`)
+/// from the vendored v0.8.0 `api.proto` into `$OUT_DIR/nri/` (`api.rs`,
+/// `api_ttrpc.rs`), with ttrpc-codegen's pure-Rust parser: no `protoc`.
+fn generate_nri(manifest_dir: &Path, out_dir: &Path) {
+    let proto_dir = manifest_dir.join("proto").join("nri");
+    println!(
+        "cargo::rerun-if-changed={}",
+        proto_dir.join("api.proto").display()
+    );
+    let nri_out = out_dir.join("nri");
+    std::fs::create_dir_all(&nri_out).expect("creating $OUT_DIR/nri");
+    ttrpc_codegen::Codegen::new()
+        .out_dir(&nri_out)
+        .input(proto_dir.join("api.proto"))
+        .include(&proto_dir)
+        .rust_protobuf()
+        .customize(ttrpc_codegen::Customize {
+            async_all: true,
+            ..Default::default()
+        })
+        .rust_protobuf_customize(ttrpc_codegen::ProtobufCustomize::default().gen_mod_rs(false))
+        .run()
+        .expect("generating the NRI ttrpc code from host/proto/nri/api.proto");
+    // `include!` refuses inner attributes and inner doc comments: the
+    // including module sets its own.
+    for file in ["api.rs", "api_ttrpc.rs"] {
+        let path = nri_out.join(file);
+        let text = std::fs::read_to_string(&path).expect("reading generated NRI code");
+        let kept: Vec<&str> = text
+            .lines()
+            .filter(|l| {
+                let l = l.trim_start();
+                !l.starts_with("#![") && !l.starts_with("//!")
+            })
+            .collect();
+        std::fs::write(&path, kept.join("\n")).expect("writing generated NRI code");
+    }
 }
 
 /// Add the wasm target with rustup when the toolchain lacks it.

@@ -76,6 +76,7 @@ pub mod evaluation;
 pub mod kubelet_config;
 pub mod metrics;
 pub mod node_input;
+pub mod nri;
 pub mod output;
 pub mod pod_input;
 pub mod policy_dir;

@@ -225,6 +225,44 @@ enum Command {
         #[arg(long)]
         once: bool,
     },
+    /// Run as an NRI plugin: the container runtime (containerd, CRI-O) calls
+    /// it for every pod and container and applies the policy's values;
+    /// reconnects when the runtime restarts, runs until SIGTERM or SIGINT.
+    Nri {
+        /// The runtime's NRI socket.
+        #[arg(long, value_name = "PATH", default_value = podpolicy::nri::DEFAULT_SOCKET)]
+        socket: PathBuf,
+        #[command(flatten)]
+        node: NodeArgs,
+        /// Root of the sysfs tree to read the topology from (static managers).
+        #[arg(long, value_name = "DIR", default_value = "/")]
+        sysfs: PathBuf,
+        /// Manager checkpoints and the plugin's own record (crash-safe files).
+        #[arg(
+            long,
+            value_name = "DIR",
+            default_value = "/var/lib/podpolicy/nri-state"
+        )]
+        state_dir: PathBuf,
+        /// The cgroup v2 root the pod cgroups' values are written below.
+        #[arg(long, value_name = "DIR", default_value = "/sys/fs/cgroup")]
+        cgroup_root: PathBuf,
+        /// Directory of policy versions to hot swap (`podpolicy policy activate|rollback`).
+        #[arg(long, value_name = "DIR")]
+        policy_dir: Option<PathBuf>,
+        /// Prometheus endpoint (`/metrics`, `/healthz`); `off` disables it.
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9465")]
+        metrics_addr: String,
+        /// The name the plugin registers under.
+        #[arg(long, value_name = "NAME", default_value = "podpolicy")]
+        plugin_name: String,
+        /// The plugin's index (two digits; plugins are called in ascending order).
+        #[arg(long, value_name = "NN", default_value = "90")]
+        plugin_idx: String,
+        /// Serve one connection: exit when the runtime closes it instead of reconnecting.
+        #[arg(long)]
+        once_connected: bool,
+    },
     /// Serve Kubernetes admission reviews over HTTPS: /mutate (defaulting as
     /// a JSONPatch), /validate (validation; resize rules for resource-only
     /// updates), /healthz, /readyz, /metrics. Runs until SIGTERM or SIGINT.
@@ -390,13 +428,18 @@ fn main() -> ExitCode {
     // stderr, journald, a pipe) get plain text. NO_COLOR is honoured too.
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    START.get_or_init(std::time::Instant::now);
+    let cli = Cli::parse();
+    // `podpolicy nri` logs one line per event unless PODPOLICY_LOG says otherwise.
+    let filter = match (&cli.command, std::env::var_os("PODPOLICY_LOG")) {
+        (Command::Nri { .. }, None) => tracing_subscriber::EnvFilter::new("info"),
+        _ => tracing_subscriber::EnvFilter::from_env("PODPOLICY_LOG"),
+    };
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_env("PODPOLICY_LOG"))
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(colour)
         .init();
-    START.get_or_init(std::time::Instant::now);
-    let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
         Err(err) => {
@@ -697,6 +740,79 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 limits: limits(&cli),
             };
             run_agent(options, policy, metrics_addr, *once)
+        }
+        Command::Nri {
+            socket,
+            node,
+            sysfs,
+            state_dir,
+            cgroup_root,
+            policy_dir,
+            metrics_addr,
+            plugin_name,
+            plugin_idx,
+            once_connected,
+        } => {
+            if plugin_idx.len() != 2 || !plugin_idx.bytes().all(|b| b.is_ascii_digit()) {
+                anyhow::bail!("--plugin-idx `{plugin_idx}` must be two digits (00-99)");
+            }
+            // As the agent: the plugin comes up even when its first policy is
+            // broken (every answer is then "no change" until a good version
+            // arrives through --policy-dir); field errors in the node stop it.
+            let node = node_input::read_node_inputs(
+                node.node.as_deref(),
+                node.kubelet_config.as_deref(),
+                "/proc".as_ref(),
+                "/sys/fs/cgroup".as_ref(),
+            )?
+            .settings;
+            match policy.validate_node(&node) {
+                Ok(errors) if !errors.is_empty() => anyhow::bail!(
+                    "invalid node settings:\n{}",
+                    podpolicy::format_field_errors(&errors)
+                ),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::error!(error = %format!("{e:#}"), "the policy could not validate the node settings")
+                }
+            }
+            let metrics_addr =
+                match metrics_addr.as_str() {
+                    "off" => None,
+                    text => Some(text.parse().with_context(|| {
+                        format!("--metrics-addr `{text}` is not HOST:PORT or off")
+                    })?),
+                };
+            // A policy call must end well inside the answer deadline, so that
+            // a looping version frees the engine for the next request.
+            let mut call_limits = limits(&cli);
+            call_limits.deadline = call_limits
+                .deadline
+                .min(podpolicy::nri::ANSWER_DEADLINE / 2);
+            let options = podpolicy::nri::NriOptions {
+                socket: socket.clone(),
+                engine: podpolicy::nri::engine::EngineOptions {
+                    node,
+                    state_dir: state_dir.clone(),
+                    cgroup_root: cgroup_root.clone(),
+                    sysfs_root: sysfs.clone(),
+                },
+                policy_dir: policy_dir.clone(),
+                cache: cache(&cli),
+                limits: call_limits,
+                metrics_addr,
+                plugin_name: plugin_name.clone(),
+                plugin_idx: plugin_idx.clone(),
+                once_connected: *once_connected,
+                deadline: podpolicy::nri::ANSWER_DEADLINE,
+            };
+            let policy = match &cli.policy {
+                Some(path) => PolicyRuntime::from_file(path, &cache(&cli), call_limits)?,
+                None => PolicyRuntime::embedded(&cache(&cli), call_limits)?,
+            };
+            let slot = std::sync::Arc::new(podpolicy::swap::PolicySlot::new(policy));
+            podpolicy::nri::run(options, slot)?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Explain {
             pods,

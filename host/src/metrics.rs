@@ -81,6 +81,15 @@ pub struct ResultLabels {
     pub result: String,
 }
 
+/// One NRI event and how it was answered.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NriEventLabels {
+    /// e.g. `create_container`, `synchronize`.
+    pub event: String,
+    /// `answered`, `nothing`, `error` (no change), `timeout` (no change).
+    pub outcome: String,
+}
+
 /// Every metric the agent exports.
 pub struct Metrics {
     registry: Registry,
@@ -117,6 +126,12 @@ pub struct Metrics {
     pub reconciles: Family<ResultLabels, Counter>,
     /// `podpolicy_cgroup_writes_total`.
     pub cgroup_writes: Counter,
+    /// `podpolicy_nri_events_total{event,outcome}` (`podpolicy nri`).
+    pub nri_events: Family<NriEventLabels, Counter>,
+    /// `podpolicy_nri_answer_seconds`: time to answer one NRI request.
+    pub nri_answer_seconds: Histogram,
+    /// `podpolicy_nri_connections_total{result}`: `registered`, `closed`.
+    pub nri_connections: Family<ResultLabels, Counter>,
 }
 
 /// Latency buckets from 10 µs to ~5 s.
@@ -151,6 +166,9 @@ impl Metrics {
             registry: Registry::default(),
             liveness: std::sync::Mutex::new(None),
             pod_applied: Family::default(),
+            nri_events: Family::default(),
+            nri_answer_seconds: Histogram::new(latency_buckets()),
+            nri_connections: Family::default(),
         };
         registry.register(
             "podpolicy_pod_applied",
@@ -221,6 +239,21 @@ impl Metrics {
             "podpolicy_cgroup_writes",
             "cgroup files written",
             m.cgroup_writes.clone(),
+        );
+        registry.register(
+            "podpolicy_nri_events",
+            "NRI requests by event and outcome (answered, nothing, error and timeout answer no change)",
+            m.nri_events.clone(),
+        );
+        registry.register(
+            "podpolicy_nri_answer_seconds",
+            "time to answer one NRI request",
+            m.nri_answer_seconds.clone(),
+        );
+        registry.register(
+            "podpolicy_nri_connections",
+            "connections to the runtime's NRI socket by result (registered, closed)",
+            m.nri_connections.clone(),
         );
         Metrics { registry, ..m }
     }

@@ -15,6 +15,8 @@
 //! - `managers`: KEP-5526 admission and release through the component on a
 //!   fixture machine: the KEP's examples and tables, errors, properties.
 //! - `memory_qos`: KEP-2570 tables, factor validation, node-level sums.
+//! - `nri_protocol`: `podpolicy nri` against a stand-in runtime (not containerd) over
+//!   NRI's multiplexed ttrpc: registration, events, fail-open, reconnection.
 //! - `node_inputs`: node files, Kubernetes Nodes and KubeletConfigurations, the node-file schema.
 //! - `node_state`: manager checkpoints, restart, release, cpuset writes.
 //! - `outputs`: every JSON output's apiVersion/kind and schema (schemas/output), tables.
@@ -41,6 +43,7 @@ mod memory_qos;
 mod node_faults;
 mod node_inputs;
 mod node_state;
+mod nri_protocol;
 mod outputs;
 mod pod_inputs;
 mod policy_dir;

@@ -1,0 +1,877 @@
+//! The plugin's synchronous core: every event's answer from the serving
+//! policy, the resource managers' state and the plugin's own record, all
+//! committed crash-safely in the state directory (locked for the plugin's
+//! life) before the runtime hears the answer.
+//!
+//! The host decides nothing here: the values come from the component
+//! (`validate-pod`, `default-pod`, `evaluate`, `admit`, `release`); this
+//! module rebuilds the inputs ([`super::pod_from_nri`]), translates the
+//! answers into NRI messages, and writes the pod cgroup's files through
+//! [`crate::cgroupfs`]. A failure is returned as an error: the async side
+//! ([`super::plugin`]) answers "no change" and counts it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde::{Deserialize, Serialize};
+
+use super::pod_from_nri::{self, Rebuilt};
+use super::proto::api;
+use crate::bindings::{
+    CgroupVersion, CpuIsolation, ManagerState, NodeSettings, NodeTopology, Pod, PodEvaluation,
+    QosClass, ResourceConfig,
+};
+use crate::cgroupfs::{self, CgroupRoot, CgroupValues, FileValue};
+use crate::runtime::PolicyRuntime;
+use crate::state_dir::{StateDir, crash_point};
+use crate::swap::PolicySlot;
+use crate::{checkpoint, format_field_errors};
+
+/// The plugin's record file in the state directory.
+pub const STATE_FILE: &str = "nri_state.json";
+
+/// One container the plugin answered for.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NriContainer {
+    /// Container name (the managers key on it).
+    pub name: String,
+    /// CPUs the managers placed it on, when they did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<String>,
+    /// Memory nodes the managers placed it on, when they did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mems: Option<String>,
+    /// It runs on the node's shared pool (its `cpus` follow the pool).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
+}
+
+/// One pod the plugin answered for.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NriPod {
+    /// `namespace/name`.
+    pub pod: String,
+    /// The runtime's sandbox id.
+    pub sandbox: String,
+    /// Its containers by runtime id.
+    pub containers: BTreeMap<String, NriContainer>,
+}
+
+/// `nri_state.json`: the pods by UID.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NriState {
+    /// Pods by UID.
+    pub pods: BTreeMap<String, NriPod>,
+}
+
+/// How the engine is set up.
+#[derive(Clone, Debug)]
+pub struct EngineOptions {
+    /// The node's settings.
+    pub node: NodeSettings,
+    /// Checkpoints and `nri_state.json`.
+    pub state_dir: PathBuf,
+    /// The cgroup v2 root pod-level files are written below.
+    pub cgroup_root: PathBuf,
+    /// The sysfs root the topology is read from (static managers only).
+    pub sysfs_root: PathBuf,
+}
+
+struct Managers {
+    topology: NodeTopology,
+    state: ManagerState,
+}
+
+/// What one answer did, for the log line and the metric.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The policy's values were returned (or written).
+    Answered,
+    /// Nothing to answer (nothing drifted, nothing to release, no pod values yet).
+    Nothing,
+}
+
+/// The synchronous core (see the module docs).
+pub struct Engine {
+    slot: Arc<PolicySlot>,
+    node: NodeSettings,
+    cgroup_root: PathBuf,
+    state_dir: StateDir,
+    state: NriState,
+    managers: Option<Managers>,
+    /// Sandboxes seen, by id.
+    sandboxes: HashMap<String, api::PodSandbox>,
+    /// Containers seen, by id, with a sequence number for creation order.
+    containers: HashMap<String, (u64, api::Container)>,
+    seq: u64,
+    committed: Option<Vec<(&'static str, Vec<u8>)>>,
+}
+
+fn qos_name(qos: QosClass) -> &'static str {
+    match qos {
+        QosClass::Guaranteed => "Guaranteed",
+        QosClass::Burstable => "Burstable",
+        QosClass::BestEffort => "BestEffort",
+    }
+}
+
+/// `2097152` -> `2MB` (the runtime's hugepage size names).
+fn page_size_name(bytes: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "GB"), (1 << 20, "MB"), (1 << 10, "KB")];
+    for (unit, name) in UNITS {
+        if bytes >= unit && bytes.is_multiple_of(unit) {
+            return format!("{}{name}", bytes / unit);
+        }
+    }
+    format!("{bytes}B")
+}
+
+/// The component's CRI container values as NRI resources (`unified` only
+/// on a cgroup v2 node: runc refuses it on v1).
+pub fn to_nri_resources(rc: &ResourceConfig, v2: bool) -> api::LinuxResources {
+    let mut out = api::LinuxResources::new();
+    if rc.cpu_shares.is_some() || rc.cpu_quota.is_some() || rc.cpu_period.is_some() {
+        let mut cpu = api::LinuxCPU::new();
+        if let Some(v) = rc.cpu_shares {
+            cpu.shares = Some(api::OptionalUInt64 {
+                value: v,
+                ..Default::default()
+            })
+            .into();
+        }
+        if let Some(v) = rc.cpu_quota {
+            cpu.quota = Some(api::OptionalInt64 {
+                value: v,
+                ..Default::default()
+            })
+            .into();
+        }
+        if let Some(v) = rc.cpu_period {
+            cpu.period = Some(api::OptionalUInt64 {
+                value: v,
+                ..Default::default()
+            })
+            .into();
+        }
+        out.cpu = Some(cpu).into();
+    }
+    if let Some(v) = rc.memory_limit {
+        let mut memory = api::LinuxMemory::new();
+        memory.limit = Some(api::OptionalInt64 {
+            value: v,
+            ..Default::default()
+        })
+        .into();
+        out.memory = Some(memory).into();
+    }
+    for h in rc.hugepage_limits.iter().flatten() {
+        out.hugepage_limits.push(api::HugepageLimit {
+            page_size: page_size_name(h.page_size_bytes),
+            limit: h.limit_bytes,
+            ..Default::default()
+        });
+    }
+    if v2 {
+        out.unified = rc.unified.iter().cloned().collect();
+    }
+    out
+}
+
+/// Whether `current` lacks a value of `desired` (the fields the plugin sets).
+pub fn drifted(current: Option<&api::LinuxResources>, desired: &api::LinuxResources) -> bool {
+    let empty = api::LinuxResources::new();
+    let current = current.unwrap_or(&empty);
+    let cpu_now = current.cpu.as_ref();
+    if let Some(cpu) = desired.cpu.as_ref() {
+        let now = |f: fn(&api::LinuxCPU) -> Option<i128>| cpu_now.and_then(f);
+        let checks: [fn(&api::LinuxCPU) -> Option<i128>; 3] = [
+            |c| c.shares.as_ref().map(|v| i128::from(v.value)),
+            |c| c.quota.as_ref().map(|v| i128::from(v.value)),
+            |c| c.period.as_ref().map(|v| i128::from(v.value)),
+        ];
+        for f in checks {
+            if f(cpu).is_some() && f(cpu) != now(f) {
+                return true;
+            }
+        }
+        if !cpu.cpus.is_empty() && cpu_now.map(|c| c.cpus.as_str()) != Some(cpu.cpus.as_str()) {
+            return true;
+        }
+        if !cpu.mems.is_empty() && cpu_now.map(|c| c.mems.as_str()) != Some(cpu.mems.as_str()) {
+            return true;
+        }
+    }
+    let limit = |r: &api::LinuxResources| {
+        r.memory
+            .as_ref()
+            .and_then(|m| m.limit.as_ref())
+            .map(|l| l.value)
+    };
+    if limit(desired).is_some() && limit(desired) != limit(current) {
+        return true;
+    }
+    for h in &desired.hugepage_limits {
+        if !current
+            .hugepage_limits
+            .iter()
+            .any(|c| c.page_size == h.page_size && c.limit == h.limit)
+        {
+            return true;
+        }
+    }
+    desired
+        .unified
+        .iter()
+        .any(|(k, v)| current.unified.get(k) != Some(v))
+}
+
+fn pod_label(sandbox: &api::PodSandbox) -> String {
+    format!("{}/{}", sandbox.namespace, sandbox.name)
+}
+
+impl Engine {
+    /// Lock the state directory (for the engine's whole life), load the
+    /// record and, when the policy says the static managers are active,
+    /// the topology and the checkpoints (validated by the managers).
+    pub fn start(options: EngineOptions, slot: Arc<PolicySlot>) -> Result<Engine> {
+        let state_dir = StateDir::lock(&options.state_dir, crate::state_dir::DEFAULT_LOCK_WAIT)?;
+        let state = match crate::state_dir::read_file(&options.state_dir, STATE_FILE)? {
+            Some(bytes) => serde_json::from_slice(&bytes).with_context(|| {
+                format!(
+                    "{}: not a podpolicy NRI state file (move it away to start fresh)",
+                    options.state_dir.join(STATE_FILE).display()
+                )
+            })?,
+            None => NriState::default(),
+        };
+        let policy = slot.current();
+        let managers_active = match crate::policy_dir::self_check(&policy) {
+            Err(e) => {
+                tracing::error!(error = %format!("{e:#}"), "the serving policy fails its self-check; the resource managers stay off");
+                false
+            }
+            Ok(()) => policy.managers_active(&options.node).unwrap_or_else(|e| {
+                tracing::error!(error = %format!("{e:#}"), "the policy could not say whether the resource managers are active");
+                false
+            }),
+        };
+        let managers = if managers_active {
+            let topology = crate::topology_input::read_node_topology(&options.sysfs_root)?;
+            let state = crate::admit::start_state(
+                &policy,
+                &topology,
+                &options.node,
+                Some(&options.state_dir),
+            )?;
+            Some(Managers { topology, state })
+        } else {
+            None
+        };
+        Ok(Engine {
+            slot,
+            node: options.node,
+            cgroup_root: options.cgroup_root,
+            state_dir,
+            state,
+            managers,
+            sandboxes: HashMap::new(),
+            containers: HashMap::new(),
+            seq: 0,
+            committed: None,
+        })
+    }
+
+    /// The plugin's record.
+    pub fn state(&self) -> &NriState {
+        &self.state
+    }
+
+    /// The managers' state, when they are active.
+    pub fn manager_state(&self) -> Option<&ManagerState> {
+        self.managers.as_ref().map(|m| &m.state)
+    }
+
+    fn v2(&self) -> bool {
+        self.node.cgroup_version == CgroupVersion::V2
+    }
+
+    fn remember_sandbox(&mut self, sandbox: &api::PodSandbox) {
+        self.sandboxes.insert(sandbox.id.clone(), sandbox.clone());
+    }
+
+    fn remember_container(&mut self, container: &api::Container) {
+        match self.containers.get_mut(&container.id) {
+            Some((_, known)) => *known = container.clone(),
+            None => {
+                self.seq += 1;
+                self.containers
+                    .insert(container.id.clone(), (self.seq, container.clone()));
+            }
+        }
+    }
+
+    /// The containers seen in a sandbox, in creation order.
+    fn sandbox_containers(&self, sandbox_id: &str) -> Vec<&api::Container> {
+        let mut list: Vec<&(u64, api::Container)> = self
+            .containers
+            .values()
+            .filter(|(_, c)| c.pod_sandbox_id == sandbox_id)
+            .collect();
+        list.sort_by_key(|(seq, _)| *seq);
+        list.into_iter().map(|(_, c)| c).collect()
+    }
+
+    fn rebuild(
+        &self,
+        sandbox: &api::PodSandbox,
+        container: Option<&str>,
+        update: Option<(&str, &api::LinuxResources)>,
+    ) -> Result<Rebuilt> {
+        let containers = self.sandbox_containers(&sandbox.id);
+        pod_from_nri::rebuild(sandbox, &containers, container, update)
+    }
+
+    /// Validate, default and evaluate through the component; a rejected
+    /// pod, or one whose QoS class contradicts its cgroup parent, is an
+    /// error (no adjustment).
+    fn evaluate(&self, policy: &PolicyRuntime, rebuilt: &Rebuilt) -> Result<(PodEvaluation, Pod)> {
+        let pod = &rebuilt.doc.pod;
+        let errors = policy.validate_pod(pod, &self.node)?;
+        if !errors.is_empty() {
+            bail!(
+                "the policy rejects the pod: {}",
+                format_field_errors(&errors)
+            );
+        }
+        let defaulted = policy
+            .default_pod(pod, &self.node)?
+            .map_err(|e| anyhow!("the policy rejects the pod: {}", format_field_errors(&e)))?;
+        let eval = policy
+            .evaluate(&defaulted.pod, &self.node)?
+            .map_err(|e| anyhow!("the policy rejects the pod: {}", format_field_errors(&e)))?;
+        if let Some(parent) = rebuilt.parent_qos
+            && parent != eval.qos_class
+        {
+            bail!(
+                "the pod rebuilt from {} is {} by the policy, but its cgroup parent says {}: the inputs are not trusted, nothing is adjusted",
+                rebuilt.source.as_str(),
+                qos_name(eval.qos_class),
+                qos_name(parent)
+            );
+        }
+        Ok((eval, defaulted.pod))
+    }
+
+    /// Admit the pod through the managers (state in, state out) and return
+    /// `container`'s placement (`cpuset.cpus`, `cpuset.mems`, `cpu.max`).
+    fn place(
+        &mut self,
+        policy: &PolicyRuntime,
+        pod: &Pod,
+        qos: QosClass,
+        container: &str,
+    ) -> Result<Option<(BTreeMap<String, String>, bool)>> {
+        let node = self.node.clone();
+        let Some(managers) = self.managers.as_mut() else {
+            return Ok(None);
+        };
+        let admission = policy
+            .admit(pod, &managers.topology, &managers.state, &node)?
+            .map_err(|e| {
+                anyhow!(
+                    "the managers could not evaluate the pod: {}",
+                    format_field_errors(&e)
+                )
+            })?;
+        if let Some(r) = &admission.rejection {
+            bail!(
+                "the resource managers reject the pod: {}: {} (the runtime's values stand)",
+                r.reason,
+                r.message
+            );
+        }
+        // The host's sanity checks on every cpuset before the state is kept.
+        crate::admit::cpuset_values(&admission, pod, qos, &node, &managers.topology)?;
+        managers.state = admission.state.clone();
+        let shared = admission
+            .assignment
+            .containers
+            .iter()
+            .any(|c| c.name == container && c.cpu_isolation == CpuIsolation::Host);
+        Ok(admission
+            .files
+            .containers
+            .iter()
+            .find(|c| c.name == container)
+            .map(|c| {
+                let files = c
+                    .files
+                    .iter()
+                    .map(|f| (f.file.clone(), f.value.clone()))
+                    .collect();
+                (files, shared)
+            }))
+    }
+
+    /// The node's shared pool (`defaultCpuSet`), when the managers run.
+    fn shared_pool(&self) -> Option<String> {
+        self.managers
+            .as_ref()
+            .map(|m| m.state.cpu.default_cpuset.clone())
+            .filter(|p| !p.is_empty())
+    }
+
+    /// Updates moving every recorded shared-pool container but `except` to
+    /// the current pool where it runs on another set (an exclusive
+    /// allocation shrank the pool, a release grew it); the record follows.
+    fn pool_updates(&mut self, except: &str) -> Vec<api::ContainerUpdate> {
+        let Some(pool) = self.shared_pool() else {
+            return Vec::new();
+        };
+        let mut updates = Vec::new();
+        for pod in self.state.pods.values_mut() {
+            for (id, c) in pod.containers.iter_mut() {
+                if !c.shared || id == except || c.cpus.as_ref() == Some(&pool) {
+                    continue;
+                }
+                c.cpus = Some(pool.clone());
+                let mut cpu = api::LinuxCPU::new();
+                cpu.cpus = pool.clone();
+                let mut resources = api::LinuxResources::new();
+                resources.cpu = Some(cpu).into();
+                let mut linux = api::LinuxContainerUpdate::new();
+                linux.resources = Some(resources).into();
+                let mut update = api::ContainerUpdate::new();
+                update.container_id = id.clone();
+                update.linux = Some(linux).into();
+                update.ignore_failure = true;
+                updates.push(update);
+            }
+        }
+        updates
+    }
+
+    /// Commit the record and the checkpoints as one step (nothing when
+    /// neither changed).
+    fn commit(&mut self) -> Result<()> {
+        let mut files = vec![(STATE_FILE, serde_json::to_vec_pretty(&self.state)?)];
+        if let Some(managers) = &self.managers {
+            files.extend(checkpoint::files(&managers.state)?);
+        }
+        if self.committed.as_ref() == Some(&files) {
+            return Ok(());
+        }
+        self.state_dir
+            .commit(&files)
+            .context("committing the NRI state and the manager checkpoints")?;
+        self.committed = Some(files);
+        Ok(())
+    }
+
+    /// The pod cgroup's files (v2 nodes only) through the one cgroup writer.
+    fn write_pod_cgroup(&self, sandbox: &api::PodSandbox, eval: &PodEvaluation) -> Result<usize> {
+        if !self.v2() || eval.pod_cgroup_files.is_empty() {
+            return Ok(0);
+        }
+        let path = cgroupfs::pod(self.node.cgroup_driver, eval.qos_class, &sandbox.uid)
+            .map_err(|e| anyhow!("{e}"))?;
+        let files: Vec<FileValue> = eval
+            .pod_cgroup_files
+            .iter()
+            .map(|f| FileValue {
+                file: f.file.clone(),
+                value: f.value.clone(),
+            })
+            .collect();
+        crate::apply::check_files("the pod", &files)?;
+        let root = CgroupRoot::open(&self.cgroup_root).map_err(|e| anyhow!("{e}"))?;
+        let changes =
+            cgroupfs::plan(&root, &[CgroupValues { path, files }]).map_err(|e| anyhow!("{e}"))?;
+        let n = changes.len();
+        cgroupfs::apply(&root, &changes).map_err(|e| anyhow!("{e}"))?;
+        Ok(n)
+    }
+
+    /// The values of one container: resources, `oom_score_adj`, and the
+    /// placement when the managers are active (admitting the pod once).
+    fn container_values(
+        &mut self,
+        sandbox: &api::PodSandbox,
+        container: &api::Container,
+        update: Option<&api::LinuxResources>,
+    ) -> Result<(api::LinuxResources, i32, PodEvaluation, Rebuilt)> {
+        let policy = self.slot.current();
+        let rebuilt = self.rebuild(
+            sandbox,
+            Some(&container.name),
+            update.map(|r| (container.name.as_str(), r)),
+        )?;
+        let (eval, defaulted) = self.evaluate(&policy, &rebuilt)?;
+        let ce = eval
+            .containers
+            .iter()
+            .find(|c| c.name == container.name)
+            .ok_or_else(|| anyhow!("the policy's answer has no container `{}`", container.name))?;
+        let mut resources = to_nri_resources(&ce.resources, self.v2());
+        let oom = ce.oom_score_adj;
+        let uid = sandbox.uid.clone();
+        let recorded = self
+            .state
+            .pods
+            .get(&uid)
+            .and_then(|p| p.containers.get(&container.id))
+            .cloned();
+        let mut record = NriContainer {
+            name: container.name.clone(),
+            ..recorded.clone().unwrap_or_default()
+        };
+        if self.managers.is_some() {
+            let placement = match (&recorded, update) {
+                // Placed before: keep it (an update does not move CPUs).
+                (Some(r), _) if r.cpus.is_some() || r.mems.is_some() => None,
+                _ => self.place(&policy, &defaulted, eval.qos_class, &container.name)?,
+            };
+            if let Some((files, shared)) = placement {
+                record.shared = shared;
+                record.cpus = files.get("cpuset.cpus").cloned();
+                record.mems = files.get("cpuset.mems").cloned();
+                if let Some(max) = files.get("cpu.max") {
+                    let mut parts = max.split_whitespace();
+                    let quota = parts.next().unwrap_or("");
+                    let period = parts.next().and_then(|p| p.parse::<u64>().ok());
+                    let cpu = resources.cpu.mut_or_insert_default();
+                    cpu.quota = Some(api::OptionalInt64 {
+                        value: if quota == "max" {
+                            -1
+                        } else {
+                            quota.parse().unwrap_or(-1)
+                        },
+                        ..Default::default()
+                    })
+                    .into();
+                    if let Some(period) = period {
+                        cpu.period = Some(api::OptionalUInt64 {
+                            value: period,
+                            ..Default::default()
+                        })
+                        .into();
+                    }
+                }
+            }
+            if record.cpus.is_some() || record.mems.is_some() {
+                let cpu = resources.cpu.mut_or_insert_default();
+                cpu.cpus = record.cpus.clone().unwrap_or_default();
+                cpu.mems = record.mems.clone().unwrap_or_default();
+            }
+        }
+        let entry = self.state.pods.entry(uid).or_default();
+        entry.pod = pod_label(sandbox);
+        entry.sandbox = sandbox.id.clone();
+        entry.containers.insert(container.id.clone(), record);
+        self.commit()?;
+        crash_point("nri: state committed, not answered");
+        Ok((resources, oom, eval, rebuilt))
+    }
+
+    /// `CreateContainer`: the adjustment the policy computes, and updates
+    /// moving the shared-pool containers off CPUs it made exclusive.
+    pub fn create_container(
+        &mut self,
+        sandbox: &api::PodSandbox,
+        container: &api::Container,
+    ) -> Result<(api::ContainerAdjustment, Vec<api::ContainerUpdate>, String)> {
+        self.remember_sandbox(sandbox);
+        self.remember_container(container);
+        let (resources, oom, eval, rebuilt) = self.container_values(sandbox, container, None)?;
+        let updates = self.pool_updates(&container.id);
+        if !updates.is_empty() {
+            self.commit()?;
+        }
+        let written = match self.write_pod_cgroup(sandbox, &eval) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(pod = %pod_label(sandbox), error = %format!("{e:#}"), "pod cgroup values not written");
+                0
+            }
+        };
+        let mut linux = api::LinuxContainerAdjustment::new();
+        linux.resources = Some(resources).into();
+        // Never below what the runtime already set: lowering oom_score_adj
+        // needs CAP_SYS_RESOURCE, which a runtime with
+        // `restrict_oom_score_adj` lacks (it clamped the kubelet's value up
+        // to its own); the container would then fail to start.
+        let current = container
+            .linux
+            .as_ref()
+            .and_then(|l| l.oom_score_adj.as_ref())
+            .map(|o| o.value);
+        let oom_note = match current {
+            Some(current) if i64::from(oom) < current => {
+                format!(" oom_score_adj_kept={current} (policy {oom})")
+            }
+            _ => {
+                linux.oom_score_adj = Some(api::OptionalInt {
+                    value: i64::from(oom),
+                    ..Default::default()
+                })
+                .into();
+                String::new()
+            }
+        };
+        let mut adjust = api::ContainerAdjustment::new();
+        adjust.linux = Some(linux).into();
+        let detail = format!(
+            "qos={} source={} pod_files_written={written} shared_pool_updates={}{oom_note}",
+            qos_name(eval.qos_class),
+            rebuilt.source.as_str(),
+            updates.len()
+        );
+        Ok((adjust, updates, detail))
+    }
+
+    /// `UpdateContainer` (an in-place resize): the container's values for
+    /// the resources the runtime was asked for.
+    pub fn update_container(
+        &mut self,
+        sandbox: &api::PodSandbox,
+        container: &api::Container,
+        requested: &api::LinuxResources,
+    ) -> Result<(Vec<api::ContainerUpdate>, String)> {
+        self.remember_sandbox(sandbox);
+        self.remember_container(container);
+        let (resources, _, eval, _) = self.container_values(sandbox, container, Some(requested))?;
+        if let Some((_, known)) = self.containers.get_mut(&container.id) {
+            known.linux.mut_or_insert_default().resources = Some(requested.clone()).into();
+        }
+        if let Err(e) = self.write_pod_cgroup(sandbox, &eval) {
+            tracing::warn!(pod = %pod_label(sandbox), error = %format!("{e:#}"), "pod cgroup values not written");
+        }
+        let mut update = api::ContainerUpdate::new();
+        update.container_id = container.id.clone();
+        let mut linux = api::LinuxContainerUpdate::new();
+        linux.resources = Some(resources).into();
+        update.linux = Some(linux).into();
+        Ok((vec![update], format!("qos={}", qos_name(eval.qos_class))))
+    }
+
+    /// Release one container's manager state and forget it (`forget`:
+    /// RemoveContainer; StopContainer keeps the record).
+    pub fn release_container(
+        &mut self,
+        sandbox: &api::PodSandbox,
+        container: &api::Container,
+        forget: bool,
+    ) -> Result<Outcome> {
+        let uid = sandbox.uid.clone();
+        let released = self.release_names(&uid, std::iter::once(container.name.clone()))?;
+        let mut changed = released;
+        if let Some(pod) = self.state.pods.get_mut(&uid)
+            && let Some(c) = pod.containers.get_mut(&container.id)
+        {
+            if forget {
+                pod.containers.remove(&container.id);
+            } else {
+                c.cpus = None;
+                c.mems = None;
+                c.shared = false;
+            }
+            changed = true;
+        }
+        if forget {
+            self.containers.remove(&container.id);
+        }
+        self.commit()?;
+        Ok(if changed {
+            Outcome::Answered
+        } else {
+            Outcome::Nothing
+        })
+    }
+
+    /// Release `names` of pod `uid` from the managers (in memory; the caller commits).
+    fn release_names(
+        &mut self,
+        uid: &str,
+        names: impl IntoIterator<Item = String>,
+    ) -> Result<bool> {
+        let node = self.node.clone();
+        let policy = self.slot.current();
+        let Some(managers) = self.managers.as_mut() else {
+            return Ok(false);
+        };
+        let before = managers.state.clone();
+        for name in names {
+            managers.state = policy
+                .release(uid, &name, &managers.topology, &managers.state, &node)?
+                .map_err(|e| anyhow!("releasing {uid}/{name}: {}", format_field_errors(&e)))?;
+        }
+        Ok(managers.state != before)
+    }
+
+    /// `RunPodSandbox`: the pod cgroup's values, when the pod can be
+    /// rebuilt before any container exists (source 1).
+    pub fn run_pod_sandbox(&mut self, sandbox: &api::PodSandbox) -> Result<(Outcome, String)> {
+        self.remember_sandbox(sandbox);
+        let rebuilt = match self.rebuild(sandbox, None, None) {
+            Ok(r) => r,
+            Err(e) => {
+                return Ok((
+                    Outcome::Nothing,
+                    format!("pod values wait for its first container ({e:#})"),
+                ));
+            }
+        };
+        let policy = self.slot.current();
+        let (eval, _) = self.evaluate(&policy, &rebuilt)?;
+        let n = self.write_pod_cgroup(sandbox, &eval)?;
+        Ok((Outcome::Answered, format!("pod_files_written={n}")))
+    }
+
+    /// `RemovePodSandbox`: release what the pod still holds and forget it.
+    pub fn remove_pod_sandbox(&mut self, sandbox: &api::PodSandbox) -> Result<Outcome> {
+        let uid = sandbox.uid.clone();
+        let mut names: BTreeSet<String> = self
+            .state
+            .pods
+            .get(&uid)
+            .map(|p| p.containers.values().map(|c| c.name.clone()).collect())
+            .unwrap_or_default();
+        names.extend(self.manager_holders().remove(&uid).unwrap_or_default());
+        let released = self.release_names(&uid, names)?;
+        let forgotten = self.state.pods.remove(&uid).is_some();
+        self.sandboxes.remove(&sandbox.id);
+        self.containers
+            .retain(|_, (_, c)| c.pod_sandbox_id != sandbox.id);
+        self.commit()?;
+        Ok(if released || forgotten {
+            Outcome::Answered
+        } else {
+            Outcome::Nothing
+        })
+    }
+
+    /// Containers holding manager state, by pod UID.
+    fn manager_holders(&self) -> BTreeMap<String, BTreeSet<String>> {
+        let mut holders: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let Some(managers) = &self.managers else {
+            return holders;
+        };
+        let state = &managers.state;
+        for pod in &state.cpu.entries {
+            holders
+                .entry(pod.pod_uid.clone())
+                .or_default()
+                .extend(pod.containers.iter().map(|c| c.container.clone()));
+        }
+        for pod in &state.memory.entries {
+            holders
+                .entry(pod.pod_uid.clone())
+                .or_default()
+                .extend(pod.containers.iter().map(|c| c.container.clone()));
+        }
+        holders
+    }
+
+    /// `Synchronize`: learn every pod and container, release what no
+    /// running container explains (a crash, a missed event), and return the
+    /// updates that repair drift from the policy's values. Containers not
+    /// evaluated by `budget` are left as they run (counted as deferred).
+    pub fn synchronize(
+        &mut self,
+        pods: &[api::PodSandbox],
+        containers: &[api::Container],
+        budget: std::time::Instant,
+    ) -> Result<(Vec<api::ContainerUpdate>, String)> {
+        for pod in pods {
+            self.remember_sandbox(pod);
+        }
+        for c in containers {
+            self.remember_container(c);
+        }
+        // Forget what the runtime no longer runs.
+        let live: BTreeSet<&str> = containers.iter().map(|c| c.id.as_str()).collect();
+        let live_uids: BTreeSet<&str> = pods.iter().map(|p| p.uid.as_str()).collect();
+        let mut stale: Vec<(String, String)> = Vec::new();
+        for (uid, pod) in &self.state.pods {
+            for (id, c) in &pod.containers {
+                if !live.contains(id.as_str()) {
+                    stale.push((uid.clone(), c.name.clone()));
+                }
+            }
+        }
+        for (uid, names) in self.manager_holders() {
+            let recorded: BTreeSet<String> = self
+                .state
+                .pods
+                .get(&uid)
+                .map(|p| p.containers.values().map(|c| c.name.clone()).collect())
+                .unwrap_or_default();
+            for name in names {
+                if !live_uids.contains(uid.as_str()) || !recorded.contains(&name) {
+                    stale.push((uid.clone(), name));
+                }
+            }
+        }
+        stale.sort();
+        stale.dedup();
+        let mut released = 0;
+        for (uid, name) in &stale {
+            if self.release_names(uid, std::iter::once(name.clone()))? {
+                released += 1;
+            }
+        }
+        for pod in self.state.pods.values_mut() {
+            pod.containers.retain(|id, _| live.contains(id.as_str()));
+        }
+        self.state
+            .pods
+            .retain(|uid, p| live_uids.contains(uid.as_str()) || !p.containers.is_empty());
+        self.commit()?;
+        let mut updates = Vec::new();
+        let mut failed = 0;
+        let mut deferred = 0;
+        let by_id: HashMap<&str, &api::PodSandbox> =
+            pods.iter().map(|p| (p.id.as_str(), p)).collect();
+        for c in containers {
+            let Some(sandbox) = by_id.get(c.pod_sandbox_id.as_str()) else {
+                continue;
+            };
+            if std::time::Instant::now() > budget {
+                deferred += 1;
+                continue;
+            }
+            match self.container_values(sandbox, c, None) {
+                Ok((desired, _, _, _)) => {
+                    let current = c.linux.as_ref().and_then(|l| l.resources.as_ref());
+                    if drifted(current, &desired) {
+                        let mut update = api::ContainerUpdate::new();
+                        update.container_id = c.id.clone();
+                        let mut linux = api::LinuxContainerUpdate::new();
+                        linux.resources = Some(desired).into();
+                        update.linux = Some(linux).into();
+                        update.ignore_failure = true;
+                        updates.push(update);
+                    }
+                }
+                Err(e) => {
+                    failed += 1;
+                    tracing::warn!(pod = %pod_label(sandbox), container = %c.name, error = %format!("{e:#}"), "synchronize: left as the runtime runs it");
+                }
+            }
+        }
+        Ok((
+            updates.clone(),
+            format!(
+                "pods={} containers={} updates={} released={released} unanswered={failed} deferred={deferred}",
+                pods.len(),
+                containers.len(),
+                updates.len()
+            ),
+        ))
+    }
+}
