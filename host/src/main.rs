@@ -257,6 +257,42 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         policy_dir: Option<PathBuf>,
     },
+    /// Run an AdmissionReview file (JSON or YAML, admission.k8s.io/v1)
+    /// offline through the webhook's /mutate and /validate logic and print
+    /// both responses (the patch decoded).
+    ///
+    /// Exit 0: both allow; 1: one denies; 2: an error (a malformed review).
+    Review {
+        /// The AdmissionReview file, or `-` for stdin.
+        file: PathBuf,
+        /// Node settings (for feature gates that differ from the 1.36
+        /// defaults); without them, every default, as the webhook runs.
+        #[command(flatten)]
+        node: NodeArgs,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Table)]
+        output: Format,
+    },
+    /// Draw the machine: sockets, NUMA nodes, L3 groups, cores and CPUs,
+    /// with the reserved CPUs, the shared pool, each pod's exclusive CPUs and
+    /// pod shared pool, and per-NUMA memory and huge pages from the managers'
+    /// state; PODs given are placed in a dry run (nothing is written).
+    Topology {
+        #[command(flatten)]
+        pods: PodFiles,
+        #[command(flatten)]
+        node: NodeArgs,
+        /// Root of the sysfs tree to read the topology from (default: the
+        /// node file's `sysfs`, else `/`).
+        #[arg(long, value_name = "DIR")]
+        sysfs: Option<PathBuf>,
+        /// The manager checkpoints (read only).
+        #[arg(long, value_name = "DIR")]
+        state: Option<PathBuf>,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = TopologyFormat::Text)]
+        output: TopologyFormat,
+    },
     /// Run conformance vector files through the component.
     Conformance {
         /// Vector files.
@@ -358,6 +394,32 @@ enum PolicyCommand {
         #[arg(long, value_name = "DIR")]
         policy_dir: PathBuf,
     },
+    /// Compare two policy versions on pods: every value that changes per pod
+    /// and container (cgroup files, QoS, oom_score_adj, validation errors,
+    /// defaulting patches, cpusets where the node's managers place pods).
+    ///
+    /// Exit 0: nothing changes; 1: something does; 2: an error.
+    Diff {
+        /// The old policy: a `.wasm` component, or `embedded`.
+        old: String,
+        /// The new policy: a `.wasm` component, or `embedded`.
+        new: String,
+        #[command(flatten)]
+        pods: PodFiles,
+        #[command(flatten)]
+        node: NodeArgs,
+        /// Root of the sysfs tree the resource managers read the topology
+        /// from, when the node runs a static CPU or memory policy (default:
+        /// the node file's `sysfs`, else `/`).
+        #[arg(long, value_name = "DIR")]
+        sysfs: Option<PathBuf>,
+        /// The manager checkpoints the placements start from (read only).
+        #[arg(long, value_name = "DIR")]
+        state: Option<PathBuf>,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Table)]
+        output: Format,
+    },
     /// The policy directory's state: active version, history, verdicts.
     Status {
         /// The policy directory.
@@ -367,6 +429,14 @@ enum PolicyCommand {
         #[arg(short, long, value_enum, default_value_t = Format::Table)]
         output: Format,
     },
+}
+
+/// `topology` output formats.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum TopologyFormat {
+    Text,
+    Svg,
+    Json,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -609,6 +679,55 @@ fn run(cli: Cli) -> Result<ExitCode> {
             dir.request_rollback()?;
             eprintln!("rollback requested in {}", policy_dir.display());
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Policy {
+            command:
+                PolicyCommand::Diff {
+                    old,
+                    new,
+                    pods,
+                    node,
+                    sysfs,
+                    state,
+                    output,
+                },
+        } => {
+            let docs = pods.read()?;
+            let load = |side: &str| -> Result<(PolicyRuntime, String)> {
+                if side == "embedded" {
+                    let p = PolicyRuntime::embedded(&cache(&cli), limits(&cli))
+                        .context("loading the embedded policy")?;
+                    return Ok((p, side.to_string()));
+                }
+                let p = PolicyRuntime::from_file(side.as_ref(), &cache(&cli), limits(&cli))
+                    .with_context(|| format!("loading policy {side}"))?;
+                Ok((p, side.to_string()))
+            };
+            let mut sides = Vec::new();
+            for source in [old, new] {
+                let (p, source) = load(source)?;
+                let (settings, _, mut placed) =
+                    node_and_placement(&p, node, sysfs.as_deref(), state.as_deref())
+                        .with_context(|| format!("with policy {source}"))?;
+                let evaluations = explain_all(&p, &docs, &settings, placed.as_mut())
+                    .with_context(|| format!("evaluating with policy {source}"))?;
+                let side = podpolicy::policy_diff::Side {
+                    source,
+                    policy_version: p.info().policy_version.clone(),
+                    digest: p.digest().to_string(),
+                };
+                sides.push((side, evaluations));
+            }
+            let (new_side, new_eval) = sides.pop().context("two sides")?;
+            let (old_side, old_eval) = sides.pop().context("two sides")?;
+            let diff =
+                podpolicy::policy_diff::PolicyDiff::new(old_side, new_side, &old_eval, &new_eval);
+            print(*output, "PolicyDiff", || diff.to_table(), &diff)?;
+            Ok(if diff.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         Command::Policy {
             command: PolicyCommand::Status { policy_dir, output },
@@ -884,6 +1003,63 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 )?;
             }
             podpolicy::webhook::run(options, tls, slot)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Review { file, node, output } => {
+            let node = if node.given() {
+                read_node(&policy, node)?
+            } else {
+                podpolicy::empty_node()
+            };
+            let (source, body) = podpolicy::review_cmd::read_review(file)?;
+            let report = podpolicy::review_cmd::run(&policy, &node, source, &body)?;
+            print(*output, "ReviewReport", || report.to_table(), &report)?;
+            Ok(if report.allowed {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        Command::Topology {
+            pods,
+            node,
+            sysfs,
+            state,
+            output,
+        } => {
+            let inputs = read_node_inputs(&policy, node)?;
+            let docs = if pods.files.is_empty() && pods.filenames.is_empty() {
+                Vec::new()
+            } else {
+                pods.read()?
+            };
+            let root = sysfs
+                .as_deref()
+                .or(inputs.sysfs.as_deref())
+                .unwrap_or("/".as_ref());
+            let view = podpolicy::topology_view::from_paths(
+                &policy,
+                &inputs.settings,
+                root,
+                state.as_deref(),
+                &docs,
+            )?;
+            let mut stdout = std::io::stdout().lock();
+            match output {
+                TopologyFormat::Text => {
+                    let colour = std::io::IsTerminal::is_terminal(&stdout)
+                        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+                    stdout.write_all(view.to_text(colour).as_bytes())?;
+                }
+                TopologyFormat::Svg => stdout.write_all(view.to_svg().as_bytes())?,
+                TopologyFormat::Json => {
+                    serde_json::to_writer_pretty(
+                        &mut stdout,
+                        &output::document("TopologyView", &view)?,
+                    )?;
+                    stdout.write_all(b"\n")?;
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Conformance { files } => {

@@ -19,6 +19,9 @@
 //! - `node_state`: manager checkpoints, restart, release, cpuset writes.
 //! - `outputs`: every JSON output's apiVersion/kind and schema (schemas/output), tables.
 //! - `pod_inputs`: pods and workloads from files and directories, strict fields, static pod uids.
+//! - `policy_diff`: `policy diff` of two versions (the embedded one, a variant, a
+//!   component that answers differently), table and JSON, exit codes.
+//! - `review`: `podpolicy review` of AdmissionReview files offline (create, resize, denials, malformed).
 //! - `policy_dir`: the policy directory against links, FIFOs, huge and half-written
 //!   candidates, stray request files; vetting off the polling thread.
 //! - `properties`: proptest invariants over generated pods and nodes (memory order, ranges, defaulting).
@@ -43,9 +46,11 @@ mod node_inputs;
 mod node_state;
 mod outputs;
 mod pod_inputs;
+mod policy_diff;
 mod policy_dir;
 mod properties;
 mod resize;
+mod review;
 mod sysfs;
 mod util;
 mod webhook;

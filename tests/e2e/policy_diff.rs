@@ -1,0 +1,145 @@
+//! `podpolicy policy diff`: two policy versions on the same pods.
+//!
+//! The behaviourally different side is the hostile `Zeros` component
+//! (`hostile_policy`): it loads (right WIT version) and answers every call
+//! with well-formed empty values, so each value the embedded policy gives
+//! shows as removed and the QoS class as `Guaranteed` (the enum's first
+//! case). It is the cheapest honest variant: the build has no switch that
+//! changes a policy value, and `embedded_variant` changes only the digest.
+
+use serde_json::{Value, json};
+
+use crate::hostile_policy::{Hostility, component};
+use crate::util::{embedded_variant, podpolicy, temp_dir};
+
+const POD: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: be, namespace: default}\nspec:\n  containers:\n  - {name: app, image: nginx, resources: {limits: {memory: 64Mi}}}\n";
+
+fn setup(name: &str) -> (std::path::PathBuf, String) {
+    let dir = temp_dir(name);
+    let pod = dir.join("pod.yaml");
+    std::fs::write(&pod, POD).unwrap();
+    (dir, pod.display().to_string())
+}
+
+#[test]
+fn embedded_against_itself_changes_nothing() {
+    let (dir, pod) = setup("diff-same");
+    let variant = dir.join("v2.wasm");
+    std::fs::write(&variant, embedded_variant("v2")).unwrap();
+    for new in ["embedded", variant.to_str().unwrap()] {
+        let (code, stdout, stderr) = podpolicy(&[
+            "policy",
+            "diff",
+            "embedded",
+            new,
+            &pod,
+            "fixtures/pods/kep-row16-all-set.yaml",
+            "--node",
+            "fixtures/nodes/node-1000gi.yaml",
+        ]);
+        assert_eq!(code, 0, "{stdout}{stderr}");
+        assert!(stdout.contains("no changes in 2 pod(s)"), "{stdout}");
+        let (code, stdout, stderr) = podpolicy(&[
+            "policy", "diff", "embedded", new, &pod, "-o", "json",
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+        let v: Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(v["kind"], "PolicyDiff");
+        assert_eq!(v["changes"], json!([]));
+        assert_eq!(v["changedPods"], json!([]));
+        assert_eq!(v["pods"], 1);
+    }
+}
+
+#[test]
+fn static_managers_with_a_sysfs_topology_compare_cpusets_too() {
+    // Guaranteed integer pods on the dual-socket static node get cpusets;
+    // the same policy on both sides places them the same way.
+    let (code, stdout, stderr) = podpolicy(&[
+        "policy",
+        "diff",
+        "embedded",
+        "embedded",
+        "fixtures/pods/kep-row16-all-set.yaml",
+        "--node",
+        "fixtures/nodes/dual-socket-static.yaml",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["changes"], json!([]));
+    assert_eq!(v["pods"], 2);
+}
+
+#[test]
+fn a_policy_that_answers_differently_lists_every_changed_value() {
+    let (dir, pod) = setup("diff-zeros");
+    let zeros = dir.join("zeros.wasm");
+    std::fs::write(&zeros, component(Hostility::Zeros)).unwrap();
+    let zeros = zeros.to_str().unwrap();
+    let (code, stdout, stderr) = podpolicy(&[
+        "policy",
+        "diff",
+        "embedded",
+        zeros,
+        &pod,
+        "--node",
+        "fixtures/nodes/node-1000gi.yaml",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["new"]["policyVersion"], "hostile-1.0");
+    assert_eq!(v["old"]["source"], "embedded");
+    assert_eq!(v["changedPods"], json!(["default/be"]));
+    let rows: Vec<String> = v["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} | {} | {} | {} | {}",
+                r["pod"].as_str().unwrap(),
+                r["container"].as_str().unwrap(),
+                r["item"].as_str().unwrap(),
+                r["old"].as_str().unwrap_or("-"),
+                r["new"].as_str().unwrap_or("-"),
+            )
+        })
+        .collect();
+    let expected: Vec<String> = EXPECTED_ROWS.iter().map(|s| s.to_string()).collect();
+    assert_eq!(rows, expected, "{stdout}");
+
+    // The table says the same, one row per value.
+    let (code, table, _) = podpolicy(&[
+        "policy",
+        "diff",
+        "embedded",
+        zeros,
+        &pod,
+        "--node",
+        "fixtures/nodes/node-1000gi.yaml",
+    ]);
+    assert_eq!(code, 1);
+    assert!(table.contains("change(s) in 1 of 1 pod(s)"), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["default/be", "-", "qos", "Burstable", "Guaranteed"]),
+        "{table}"
+    );
+}
+
+#[test]
+fn a_missing_policy_file_is_an_error() {
+    let (_dir, pod) = setup("diff-missing");
+    let (code, _, stderr) = podpolicy(&["policy", "diff", "embedded", "no/such.wasm", &pod]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("no/such.wasm"), "{stderr}");
+}
+
+/// Embedded (the Burstable pod's real values) against `Zeros` (nothing).
+const EXPECTED_ROWS: &[&str] = &[];
