@@ -709,11 +709,11 @@ impl TopologyView {
         );
         let _ = writeln!(
             out,
-            "legend: R reserved  . shared pool  - unmanaged  A-Z exclusive to a pod's container  a-z pod shared pool"
+            "legend: R reserved  . shared pool  - unmanaged  A-Z a pod's exclusive CPUs  a-z its pod shared pool"
         );
         let _ = writeln!(
             out,
-            "        each cell is a core: its lowest CPU id, then one mark per thread (CPU ids ascending)"
+            "        a cell is a core: its lowest CPU id, then one mark per thread (CPU ids ascending)"
         );
         for socket in &self.sockets {
             let _ = writeln!(out, "socket {}", socket.id);

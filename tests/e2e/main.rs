@@ -27,6 +27,8 @@
 //! - `properties`: proptest invariants over generated pods and nodes (memory order, ranges, defaulting).
 //! - `resize`: KEP-1287 plans, rejections, the usage guard, failure injection.
 //! - `sysfs`: topology discovery over fixtures/sysfs and broken trees.
+//! - `topology`: `podpolicy topology` text / SVG / JSON on the dual-socket HT and
+//!   256-CPU fixtures, dry-run placements, the state left untouched.
 //! - `webhook`: the admission webhook over HTTPS on loopback, and the deploy/ manifests.
 
 mod agent;
@@ -52,5 +54,6 @@ mod properties;
 mod resize;
 mod review;
 mod sysfs;
+mod topology;
 mod util;
 mod webhook;

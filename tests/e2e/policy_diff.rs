@@ -60,7 +60,8 @@ fn static_managers_with_a_sysfs_topology_compare_cpusets_too() {
         "diff",
         "embedded",
         "embedded",
-        "fixtures/pods/kep-row16-all-set.yaml",
+        "fixtures/pods/kep5526-pod-scope-mixed.yaml",
+        "fixtures/topology/guaranteed-4cpu.yaml",
         "--node",
         "fixtures/nodes/dual-socket-static.yaml",
         "-o",
@@ -141,5 +142,45 @@ fn a_missing_policy_file_is_an_error() {
     assert!(stderr.contains("no/such.wasm"), "{stderr}");
 }
 
-/// Embedded (the Burstable pod's real values) against `Zeros` (nothing).
-const EXPECTED_ROWS: &[&str] = &[];
+/// Embedded (the Burstable pod's values, as `explain` shows them) against
+/// `Zeros`: the QoS class changes, every file and the patch go, and so do
+/// the node-level cgroups (`Zeros` answers none).
+const EXPECTED_ROWS: &[&str] = &[
+    "default/be |  | qos | Burstable | Guaranteed",
+    "default/be |  | patch /spec/containers/0/resources/requests | add {\"memory\":\"64Mi\"} | -",
+    "default/be |  | cpu.weight | 1 | -",
+    "default/be |  | cpu.max | max 100000 | -",
+    "default/be |  | memory.max | 67108864 | -",
+    "default/be |  | hugetlb.2MB.max | 0 | -",
+    "default/be |  | hugetlb.2MB.rsvd.max | 0 | -",
+    "default/be |  | hugetlb.1GB.max | 0 | -",
+    "default/be |  | hugetlb.1GB.rsvd.max | 0 | -",
+    "default/be | app | oom_score_adj | 999 | -",
+    "default/be | app | cpu.weight | 1 | -",
+    "default/be | app | cpu.max | max 100000 | -",
+    "default/be | app | memory.max | 67108864 | -",
+    "default/be | app | hugetlb.2MB.max | 0 | -",
+    "default/be | app | hugetlb.2MB.rsvd.max | 0 | -",
+    "default/be | app | hugetlb.1GB.max | 0 | -",
+    "default/be | app | hugetlb.1GB.rsvd.max | 0 | -",
+    "default/be | app | memory.oom.group | 1 | -",
+    "(node) | kubepods | cpu.weight | 2442 | -",
+    "(node) | kubepods | memory.max | 1070520598528 | -",
+    "(node) | kubepods | hugetlb.2MB.max | 4611686018427387904 | -",
+    "(node) | kubepods | hugetlb.2MB.rsvd.max | 4611686018427387904 | -",
+    "(node) | kubepods | hugetlb.1GB.max | 4611686018427387904 | -",
+    "(node) | kubepods | hugetlb.1GB.rsvd.max | 4611686018427387904 | -",
+    "(node) | kubepods | memory.min | 0 | -",
+    "(node) | kubepods | memory.low | 0 | -",
+    "(node) | burstable | cpu.weight | 1 | -",
+    "(node) | burstable | hugetlb.2MB.max | 4611686018427387904 | -",
+    "(node) | burstable | hugetlb.2MB.rsvd.max | 4611686018427387904 | -",
+    "(node) | burstable | hugetlb.1GB.max | 4611686018427387904 | -",
+    "(node) | burstable | hugetlb.1GB.rsvd.max | 4611686018427387904 | -",
+    "(node) | burstable | memory.low | 0 | -",
+    "(node) | besteffort | cpu.weight | 1 | -",
+    "(node) | besteffort | hugetlb.2MB.max | 4611686018427387904 | -",
+    "(node) | besteffort | hugetlb.2MB.rsvd.max | 4611686018427387904 | -",
+    "(node) | besteffort | hugetlb.1GB.max | 4611686018427387904 | -",
+    "(node) | besteffort | hugetlb.1GB.rsvd.max | 4611686018427387904 | -",
+];
