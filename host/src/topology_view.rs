@@ -862,18 +862,20 @@ const FILLS: [&str; 6] = [
 ];
 
 impl TopologyView {
-    fn fill(&self, cpu: &CpuView) -> (String, &'static str) {
+    /// A CPU's fill, text colour and fill opacity (a pod shared pool is
+    /// its pod's colour, lighter).
+    fn fill(&self, cpu: &CpuView) -> (String, &'static str, &'static str) {
         match cpu.usage {
-            CpuUse::Reserved => ("#e15759".into(), "#ffffff"),
-            CpuUse::Shared => ("#e8e8e8".into(), "#222222"),
-            CpuUse::Unmanaged => ("#f7f7f7".into(), "#222222"),
+            CpuUse::Reserved => ("#e15759".into(), "#ffffff", "1"),
+            CpuUse::Shared => ("#e8e8e8".into(), "#222222", "1"),
+            CpuUse::Unmanaged => ("#f7f7f7".into(), "#222222", "1"),
             CpuUse::Exclusive => {
                 let (_, i) = self.pod_mark(cpu.pod.as_deref().unwrap_or_default());
-                (FILLS[i % FILLS.len()].into(), "#ffffff")
+                (FILLS[i % FILLS.len()].into(), "#ffffff", "1")
             }
             CpuUse::PodShared => {
                 let (_, i) = self.pod_mark(cpu.pod.as_deref().unwrap_or_default());
-                (FILLS[i % FILLS.len()].into(), "#000000")
+                (FILLS[i % FILLS.len()].into(), "#000000", "0.45")
             }
         }
     }
@@ -964,7 +966,7 @@ impl TopologyView {
                             r##"<rect x="{cx}" y="{cy}" width="{core_w}" height="{core_h}" fill="#ffffff" stroke="#888888"/>"##
                         );
                         for (t, cpu) in core.cpus.iter().enumerate() {
-                            let (fill, ink) = self.fill(cpu);
+                            let (fill, ink, opacity) = self.fill(cpu);
                             let x = cx + 3 + t as u32 * CPU_W;
                             let title = match (&cpu.pod, &cpu.container) {
                                 (Some(p), Some(c)) => format!("CPU {}: {p}/{c}", cpu.id),
@@ -973,7 +975,7 @@ impl TopologyView {
                             };
                             let _ = writeln!(
                                 cells,
-                                r#"<g><title>{}</title><rect x="{x}" y="{}" width="{}" height="{CPU_H}" fill="{fill}"/><text x="{}" y="{}" font-size="12" text-anchor="middle" fill="{ink}">{}</text></g>"#,
+                                r#"<g><title>{}</title><rect x="{x}" y="{}" width="{}" height="{CPU_H}" fill="{fill}" fill-opacity="{opacity}"/><text x="{}" y="{}" font-size="12" text-anchor="middle" fill="{ink}">{}</text></g>"#,
                                 xml(&title),
                                 cy + 3,
                                 CPU_W - 2,
