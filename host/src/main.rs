@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
 use podpolicy::bindings::NodeSettings;
 use podpolicy::runtime::{Cache, Limits, PolicyRuntime};
@@ -292,6 +292,21 @@ enum Command {
         /// Output format.
         #[arg(short, long, value_enum, default_value_t = TopologyFormat::Text)]
         output: TopologyFormat,
+    },
+    /// Print a shell completion script (e.g. `podpolicy completions bash >
+    /// /etc/bash_completion.d/podpolicy`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), generated from the command-line definition.
+    Man,
+    /// Print the versions: this binary, the policy it runs (version and
+    /// digest; the embedded one unless --policy), the WIT contract.
+    Version {
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Table)]
+        output: Format,
     },
     /// Run conformance vector files through the component.
     Conformance {
@@ -588,6 +603,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
         podpolicy::runtime::reserve_instances(
             max_concurrency.unwrap_or_else(podpolicy::webhook::default_concurrency),
         )?;
+    }
+    match &cli.command {
+        Command::Completions { shell } => {
+            // Into a buffer first: the generator panics on a failed write
+            // (a closed pipe), the buffer never fails.
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut Cli::command(), "podpolicy", &mut script);
+            std::io::stdout().lock().write_all(&script)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Command::Man => {
+            let mut page = Vec::new();
+            clap_mangen::Man::new(Cli::command()).render(&mut page)?;
+            std::io::stdout().lock().write_all(&page)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        _ => {}
     }
     let policy = load_policy(&cli)?;
     match &cli.command {
@@ -1060,6 +1092,39 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     stdout.write_all(b"\n")?;
                 }
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Completions { .. } | Command::Man => {
+            // Handled before the policy is loaded (see `run`).
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Version { output } => {
+            let info = policy.info();
+            let value = serde_json::json!({
+                "podpolicy": env!("CARGO_PKG_VERSION"),
+                "policy": if cli.policy.is_some() { "file" } else { "embedded" },
+                "policyVersion": info.policy_version,
+                "policyDigest": format!("sha256:{}", policy.digest()),
+                "witPackage": format!("podpolicy:policy@{}", info.wit_version),
+                "hostWitPackage": format!("podpolicy:policy@{}", podpolicy::runtime::WIT_VERSION),
+                "kubernetesVersion": info.kubernetes_version,
+            });
+            print(
+                *output,
+                "Version",
+                || {
+                    format!(
+                        "podpolicy           {}\npolicy              {} ({})\npolicy digest       sha256:{}\nWIT package         podpolicy:policy@{}\nKubernetes version  {}\n",
+                        env!("CARGO_PKG_VERSION"),
+                        info.policy_version,
+                        if cli.policy.is_some() { "--policy" } else { "embedded" },
+                        policy.digest(),
+                        info.wit_version,
+                        info.kubernetes_version
+                    )
+                },
+                &value,
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Conformance { files } => {

@@ -6,6 +6,7 @@
 //! - `component`: the embedded component itself (imports, exports, versions).
 //! - `hostile`: modules that must be refused or contained.
 //! - `cli`: the `podpolicy` binary as a user runs it, bad inputs included.
+//! - `cli_docs`: shell completions, the man page and `version`.
 //! - `conformance`: the conformance vectors (tests/vectors) through the component.
 //! - `fixtures`: `explain -o json` of every pod in fixtures/pods against its golden file.
 //! - `fuzz_regressions`: findings of the fuzz targets, replayed through the component.
@@ -34,6 +35,7 @@
 mod agent;
 mod apply;
 mod cli;
+mod cli_docs;
 mod component;
 mod conformance;
 mod fixtures;
