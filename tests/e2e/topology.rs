@@ -188,3 +188,16 @@ fn a_node_without_static_managers_is_drawn_unmanaged() {
     assert_eq!(code, 2);
     assert!(stderr.contains("no/such/dir"), "{stderr}");
 }
+
+#[test]
+fn the_readme_picture_is_the_real_output() {
+    let readme = std::fs::read_to_string(crate::util::workspace().join("README.md")).unwrap();
+    let start = readme
+        .find("$ podpolicy topology --node fixtures/nodes/dual-socket-static.yaml")
+        .expect("the README shows a topology picture");
+    let body = &readme[start..];
+    let body = &body[body.find('\n').unwrap() + 1..];
+    let body = &body[body.find('\n').unwrap() + 1..]; // the command's second line
+    let picture = &body[..body.find("```").unwrap()];
+    assert_eq!(picture, run(&["topology", "--node", DUAL, DB, MIXED]));
+}
