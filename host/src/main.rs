@@ -1117,7 +1117,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         "podpolicy           {}\npolicy              {} ({})\npolicy digest       sha256:{}\nWIT package         podpolicy:policy@{}\nKubernetes version  {}\n",
                         env!("CARGO_PKG_VERSION"),
                         info.policy_version,
-                        if cli.policy.is_some() { "--policy" } else { "embedded" },
+                        if cli.policy.is_some() {
+                            "--policy"
+                        } else {
+                            "embedded"
+                        },
                         policy.digest(),
                         info.wit_version,
                         info.kubernetes_version

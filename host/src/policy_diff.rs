@@ -307,7 +307,10 @@ fn node_values(eval: &Evaluations) -> Vec<(Key, String)> {
         }
     }
     for (i, warning) in eval.node.warnings.iter().enumerate() {
-        out.push(((String::new(), format!("warning #{}", i + 1)), warning.clone()));
+        out.push((
+            (String::new(), format!("warning #{}", i + 1)),
+            warning.clone(),
+        ));
     }
     out
 }
@@ -343,7 +346,12 @@ mod tests {
         assert_eq!(
             show,
             vec![
-                ("app".into(), "cpu.weight".into(), Some("79".into()), Some("157".into())),
+                (
+                    "app".into(),
+                    "cpu.weight".into(),
+                    Some("79".into()),
+                    Some("157".into())
+                ),
                 ("app".into(), "memory.max".into(), Some("max".into()), None),
                 ("app".into(), "cpuset.cpus".into(), None, Some("2-3".into())),
             ]

@@ -58,8 +58,7 @@ impl ReviewReport {
                 if let Some(message) = status.get("message").and_then(Value::as_str) {
                     out.push_str(&format!("  message: {message}\n"));
                 }
-                if let Some(causes) = status.pointer("/details/causes").and_then(Value::as_array)
-                {
+                if let Some(causes) = status.pointer("/details/causes").and_then(Value::as_array) {
                     for cause in causes {
                         out.push_str(&format!(
                             "  cause: {}: {}\n",
@@ -146,7 +145,8 @@ fn decoded_patch(response: &AdmissionResponse) -> Result<Value> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(patch)
         .context("the response's patch is not base64")?;
-    let value: Value = serde_json::from_slice(&bytes).context("the response's patch is not JSON")?;
+    let value: Value =
+        serde_json::from_slice(&bytes).context("the response's patch is not JSON")?;
     if !value.is_array() {
         bail!("the response's patch is not a JSON array");
     }

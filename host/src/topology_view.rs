@@ -19,8 +19,8 @@ use serde::Serialize;
 
 use crate::admit::parse_cpu_list;
 use crate::bindings::{
-    AllocateCpusRequest, CpuIsolation, ManagerRequest, ManagerResponse, ManagerState,
-    NodeSettings, NodeTopology,
+    AllocateCpusRequest, CpuIsolation, ManagerRequest, ManagerResponse, ManagerState, NodeSettings,
+    NodeTopology,
 };
 use crate::output::human_bytes;
 use crate::pod_input::PodDocument;
@@ -279,6 +279,9 @@ pub fn reserved_cpus(
         .collect())
 }
 
+/// One NUMA node's CPUs: L3 id -> core id -> CPU ids.
+type CacheTree = BTreeMap<Option<u32>, BTreeMap<u32, Vec<u32>>>;
+
 /// What the dry run found for one POD.
 struct DryRun {
     name: String,
@@ -480,8 +483,7 @@ pub fn build(
 
     // The tree: sockets -> NUMA nodes -> L3 groups -> cores -> CPUs.
     let raw: BTreeMap<u32, &crate::sysfs::CpuInfo> = sysfs.cpus.iter().map(|c| (c.id, c)).collect();
-    let mut tree: BTreeMap<u32, BTreeMap<u32, BTreeMap<Option<u32>, BTreeMap<u32, Vec<u32>>>>> =
-        BTreeMap::new();
+    let mut tree: BTreeMap<u32, BTreeMap<u32, CacheTree>> = BTreeMap::new();
     for cpu in &topology.cpus {
         let l3 = raw.get(&cpu.id).and_then(|c| c.uncore_cache_id);
         tree.entry(cpu.socket_id)
@@ -545,7 +547,9 @@ pub fn build(
         .collect();
     Ok(TopologyView {
         node: node.name.clone(),
-        cpu_manager_policy: state.as_ref().map_or(String::new(), |s| s.cpu.policy_name.clone()),
+        cpu_manager_policy: state
+            .as_ref()
+            .map_or(String::new(), |s| s.cpu.policy_name.clone()),
         memory_manager_policy: state
             .as_ref()
             .map_or(String::new(), |s| s.memory.policy_name.clone()),
@@ -588,8 +592,8 @@ fn checkpointed_pod(state: &ManagerState, uid: &str) -> PodView {
     let containers = entries
         .iter()
         .map(|(name, cpuset)| {
-            let shared = pod_cpuset.is_some()
-                && entries.iter().filter(|(_, s)| s == cpuset).count() > 1;
+            let shared =
+                pod_cpuset.is_some() && entries.iter().filter(|(_, s)| s == cpuset).count() > 1;
             if shared {
                 pool = Some(set(cpuset));
             }
@@ -664,7 +668,9 @@ fn numa_memory(
 pub const TEXT_COLUMNS: usize = 100;
 
 const ANSI_RESET: &str = "\x1b[0m";
-const PALETTE: [&str; 6] = ["\x1b[36m", "\x1b[32m", "\x1b[35m", "\x1b[33m", "\x1b[34m", "\x1b[96m"];
+const PALETTE: [&str; 6] = [
+    "\x1b[36m", "\x1b[32m", "\x1b[35m", "\x1b[33m", "\x1b[34m", "\x1b[96m",
+];
 
 impl TopologyView {
     fn pod_mark(&self, name: &str) -> (char, usize) {
@@ -702,7 +708,11 @@ impl TopologyView {
         let _ = writeln!(
             out,
             "node {}: {} CPUs, CPU manager {}, memory manager {}",
-            if self.node.is_empty() { "-" } else { &self.node },
+            if self.node.is_empty() {
+                "-"
+            } else {
+                &self.node
+            },
             self.cpu_count,
             or_dash(&self.cpu_manager_policy),
             or_dash(&self.memory_manager_policy)
@@ -751,12 +761,8 @@ impl TopologyView {
                     } else {
                         String::new()
                     };
-                    let line = format!(
-                        "      {} {} {}{span}",
-                        who,
-                        b.resource,
-                        human_bytes(b.size)
-                    );
+                    let line =
+                        format!("      {} {} {}{span}", who, b.resource, human_bytes(b.size));
                     let _ = writeln!(out, "{}", clip(&line));
                 }
                 let show_l3 = numa.cache_groups.iter().any(|g| g.l3.is_some());
@@ -1029,8 +1035,14 @@ impl TopologyView {
         }
         // Legend and pods.
         let mut legend = vec![
-            ("#e15759".to_string(), format!("reserved {}", or_dash(&self.reserved_cpus))),
-            ("#e8e8e8".to_string(), format!("shared pool {}", or_dash(&self.shared_pool))),
+            (
+                "#e15759".to_string(),
+                format!("reserved {}", or_dash(&self.reserved_cpus)),
+            ),
+            (
+                "#e8e8e8".to_string(),
+                format!("shared pool {}", or_dash(&self.shared_pool)),
+            ),
         ];
         for (i, pod) in self.pods.iter().enumerate() {
             let fill = FILLS[i % FILLS.len()].to_string();
@@ -1043,7 +1055,9 @@ impl TopologyView {
             }
             for c in &pod.containers {
                 match c.cpu_use {
-                    CpuUse::Exclusive => text.push_str(&format!("; {} exclusive {}", c.name, c.cpuset)),
+                    CpuUse::Exclusive => {
+                        text.push_str(&format!("; {} exclusive {}", c.name, c.cpuset))
+                    }
                     CpuUse::PodShared => {
                         text.push_str(&format!("; {} pod shared pool {}", c.name, c.cpuset))
                     }
@@ -1082,7 +1096,9 @@ pub fn from_paths(
         .with_context(|| format!("reading the topology from {}", sysfs_root.display()))?;
     let topology = crate::topology_input::node_topology(&sysfs);
     let state = if policy.managers_active(node)? || state_dir.is_some() {
-        Some(crate::admit::start_state(policy, &topology, node, state_dir)?)
+        Some(crate::admit::start_state(
+            policy, &topology, node, state_dir,
+        )?)
     } else {
         None
     };

@@ -15,7 +15,15 @@ fn completions_cover_every_subcommand_in_each_shell() {
         let (code, script, stderr) = podpolicy(&["completions", shell]);
         assert_eq!(code, 0, "{shell}: {stderr}");
         assert!(script.contains(marker), "{shell}: {script}");
-        for sub in ["explain", "topology", "review", "diff", "version", "completions", "man"] {
+        for sub in [
+            "explain",
+            "topology",
+            "review",
+            "diff",
+            "version",
+            "completions",
+            "man",
+        ] {
             assert!(script.contains(sub), "{shell} completion lacks {sub}");
         }
     }
@@ -41,12 +49,21 @@ fn version_names_binary_policy_and_wit() {
     let (code, text, stderr) = podpolicy(&["version"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(
-        text.starts_with(&format!("podpolicy           {}\n", env!("CARGO_PKG_VERSION"))),
+        text.starts_with(&format!(
+            "podpolicy           {}\n",
+            env!("CARGO_PKG_VERSION")
+        )),
         "{text}"
     );
     let digest = podpolicy::runtime::digest(podpolicy::runtime::EMBEDDED_POLICY);
-    assert!(text.contains(&format!("policy digest       sha256:{digest}\n")), "{text}");
-    assert!(text.contains("WIT package         podpolicy:policy@0.6.0\n"), "{text}");
+    assert!(
+        text.contains(&format!("policy digest       sha256:{digest}\n")),
+        "{text}"
+    );
+    assert!(
+        text.contains("WIT package         podpolicy:policy@0.6.0\n"),
+        "{text}"
+    );
     assert!(text.contains("(embedded)"), "{text}");
     let (code, json, _) = podpolicy(&["version", "-o", "json"]);
     assert_eq!(code, 0);

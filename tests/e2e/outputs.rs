@@ -266,17 +266,35 @@ fn issue23_outputs_have_their_kind_and_schema() {
         ),
         check(
             "PolicyDiff",
-            &["policy", "diff", "embedded", zeros.to_str().unwrap(), pod, "-o", "json"],
+            &[
+                "policy",
+                "diff",
+                "embedded",
+                zeros.to_str().unwrap(),
+                pod,
+                "-o",
+                "json",
+            ],
             &[1],
         ),
         check(
             "ReviewReport",
-            &["review", "fixtures/reviews/create-patched.json", "-o", "json"],
+            &[
+                "review",
+                "fixtures/reviews/create-patched.json",
+                "-o",
+                "json",
+            ],
             &[0],
         ),
         check(
             "ReviewReport",
-            &["review", "fixtures/reviews/create-denied.json", "-o", "json"],
+            &[
+                "review",
+                "fixtures/reviews/create-denied.json",
+                "-o",
+                "json",
+            ],
             &[1],
         ),
         check("Version", &["version", "-o", "json"], &[0]),

@@ -39,9 +39,8 @@ fn embedded_against_itself_changes_nothing() {
         ]);
         assert_eq!(code, 0, "{stdout}{stderr}");
         assert!(stdout.contains("no changes in 2 pod(s)"), "{stdout}");
-        let (code, stdout, stderr) = podpolicy(&[
-            "policy", "diff", "embedded", new, &pod, "-o", "json",
-        ]);
+        let (code, stdout, stderr) =
+            podpolicy(&["policy", "diff", "embedded", new, &pod, "-o", "json"]);
         assert_eq!(code, 0, "{stderr}");
         let v: Value = serde_json::from_str(&stdout).unwrap();
         assert_eq!(v["kind"], "PolicyDiff");

@@ -54,11 +54,11 @@ fn an_invalid_pod_is_denied_with_its_field_path() {
     assert_eq!(status["reason"], "Invalid");
     let causes = status["details"]["causes"].as_array().unwrap();
     assert!(
-        causes
-            .iter()
-            .any(|c| c["field"] == "spec.containers[0].resources.requests[memory]"
+        causes.iter().any(
+            |c| c["field"] == "spec.containers[0].resources.requests[memory]"
                 && c["message"]
-                    == "Invalid value: \"2Gi\": must be less than or equal to memory limit of 1Gi"),
+                    == "Invalid value: \"2Gi\": must be less than or equal to memory limit of 1Gi"
+        ),
         "{status}"
     );
 }
@@ -89,7 +89,10 @@ fn a_resource_only_update_runs_the_resize_rules() {
 fn a_malformed_review_is_an_error_naming_the_field() {
     let (code, stdout, stderr) = podpolicy(&["review", "fixtures/reviews/malformed.json"]);
     assert_eq!(code, 2, "{stdout}{stderr}");
-    assert!(stderr.starts_with("podpolicy: fixtures/reviews/malformed.json: "), "{stderr}");
+    assert!(
+        stderr.starts_with("podpolicy: fixtures/reviews/malformed.json: "),
+        "{stderr}"
+    );
     assert!(stderr.contains("request.operation"), "{stderr}");
     // Not YAML, not JSON.
     let (code, _, stderr) = podpolicy_with_stdin(&["review", "-"], Some(b"{ nope"));

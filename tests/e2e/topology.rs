@@ -19,7 +19,10 @@ fn run(args: &[&str]) -> String {
 
 fn assert_fits(text: &str) {
     for line in text.lines() {
-        assert!(line.chars().count() <= 100, "wider than 100 columns: {line:?}");
+        assert!(
+            line.chars().count() <= 100,
+            "wider than 100 columns: {line:?}"
+        );
     }
     assert!(!text.contains('\x1b'), "colour when not a terminal");
 }
@@ -45,7 +48,10 @@ fn dual_socket_text_shows_sockets_numa_cores_and_threads() {
         "reserved CPUs  0",
         "shared pool    1-11",
     ] {
-        assert!(text.lines().any(|l| l == line), "no line {line:?} in\n{text}");
+        assert!(
+            text.lines().any(|l| l == line),
+            "no line {line:?} in\n{text}"
+        );
     }
 }
 
@@ -65,7 +71,10 @@ fn dual_socket_dry_run_places_pods_without_touching_the_state() {
         "    container-1          exclusive 1,7",
         "    container-2          pod shared pool 3,9",
     ] {
-        assert!(text.lines().any(|l| l == line), "no line {line:?} in\n{text}");
+        assert!(
+            text.lines().any(|l| l == line),
+            "no line {line:?} in\n{text}"
+        );
     }
 
     // With a checkpointed pod: it keeps its CPUs, the new one goes around
@@ -73,7 +82,13 @@ fn dual_socket_dry_run_places_pods_without_touching_the_state() {
     let state = temp_dir("topology-state");
     let state_arg = state.to_str().unwrap();
     let (code, _, stderr) = podpolicy(&[
-        "admit", MIXED, "--node", DUAL, "--sysfs", "fixtures/sysfs/topoDualSocketHT", "--state",
+        "admit",
+        MIXED,
+        "--node",
+        DUAL,
+        "--sysfs",
+        "fixtures/sysfs/topoDualSocketHT",
+        "--state",
         state_arg,
     ]);
     assert_eq!(code, 0, "{stderr}");
@@ -81,7 +96,9 @@ fn dual_socket_dry_run_places_pods_without_touching_the_state() {
         .iter()
         .map(|f| std::fs::read(state.join(f)).unwrap())
         .collect();
-    let json = run(&["topology", "--node", DUAL, "--state", state_arg, DB, "-o", "json"]);
+    let json = run(&[
+        "topology", "--node", DUAL, "--state", state_arg, DB, "-o", "json",
+    ]);
     let v: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["kind"], "TopologyView");
     let pods = v["pods"].as_array().unwrap();
@@ -121,9 +138,13 @@ fn the_256_cpu_server_fits_100_columns_with_l3_groups() {
         "shared pool    3-127,131-255",
         "    postgres             exclusive 1-2,129-130",
     ] {
-        assert!(text.lines().any(|l| l == line), "no line {line:?} in\n{text}");
+        assert!(
+            text.lines().any(|l| l == line),
+            "no line {line:?} in\n{text}"
+        );
     }
-    let v: Value = serde_json::from_str(&run(&["topology", "--node", BIG, DB, "-o", "json"])).unwrap();
+    let v: Value =
+        serde_json::from_str(&run(&["topology", "--node", BIG, DB, "-o", "json"])).unwrap();
     assert_eq!(v["cpuCount"], 256);
     assert_eq!(v["reservedCpus"], "0,128");
     assert_eq!(v["sockets"].as_array().unwrap().len(), 2);
@@ -147,7 +168,9 @@ fn the_256_cpu_server_fits_100_columns_with_l3_groups() {
 #[test]
 fn svg_is_standalone_with_readable_labels() {
     let svg = run(&["topology", "--node", DUAL, DB, MIXED, "-o", "svg"]);
-    assert!(svg.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    assert!(svg.starts_with(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\""
+    ));
     assert!(svg.trim_end().ends_with("</svg>"));
     assert_eq!(svg.matches("<g>").count(), 12, "one group per CPU");
     assert_eq!(svg.matches("<g>").count(), svg.matches("</g>").count());
@@ -181,7 +204,9 @@ fn a_node_without_static_managers_is_drawn_unmanaged() {
     ]);
     assert!(text.contains("       0:--  2:--  4:--"), "{text}");
     assert!(
-        text.contains("    not admitted: not placed: the node runs no static CPU or memory manager"),
+        text.contains(
+            "    not admitted: not placed: the node runs no static CPU or memory manager"
+        ),
         "{text}"
     );
     let (code, _, stderr) = podpolicy(&["topology", "--node", DUAL, "--sysfs", "no/such/dir"]);
