@@ -20,7 +20,7 @@ use crate::output::{node_cgroup_name, patch_json, qos_name, table_value};
 pub const NODE_ROW: &str = "(node)";
 
 /// One value that differs.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DiffRow {
     /// `namespace/name`, or [`NODE_ROW`] for the node-level cgroups.

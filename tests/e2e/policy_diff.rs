@@ -183,3 +183,96 @@ const EXPECTED_ROWS: &[&str] = &[
     "(node) | besteffort | hugetlb.1GB.max | 4611686018427387904 | -",
     "(node) | besteffort | hugetlb.1GB.rsvd.max | 4611686018427387904 | -",
 ];
+
+/// The shadow evaluation of a candidate records the same rows as `policy
+/// diff`, and `policy status` shows them. (A candidate that changes values
+/// and passes the self-check cannot be built here, so the serving side is
+/// the `Zeros` component and the candidate the embedded policy.)
+#[test]
+fn the_shadow_evaluation_records_the_diff_rows_for_policy_status() {
+    use podpolicy::policy_dir::{DirState, Verdict, shadow_evaluate};
+    use podpolicy::runtime::{Cache, Limits, PolicyRuntime};
+
+    // The host's output checks need a UID (the cgroup path has it).
+    let dir = temp_dir("diff-shadow");
+    let pod = dir.join("pod.yaml");
+    std::fs::write(
+        &pod,
+        POD.replace(
+            "namespace: default}",
+            "namespace: default, uid: 5a1e0000-0000-4000-8000-0000000000be}",
+        ),
+    )
+    .unwrap();
+    let docs = podpolicy::pod_input::read_pods(&pod).unwrap();
+    let node = podpolicy::node_input::read_node(
+        &crate::util::workspace().join("fixtures/nodes/node-1000gi.yaml"),
+    )
+    .unwrap();
+    let zeros =
+        PolicyRuntime::from_bytes(&component(Hostility::Zeros), &Cache::Off, Limits::default())
+            .unwrap();
+    let report = shadow_evaluate(crate::util::policy(), &zeros, &docs, &node).unwrap();
+    assert_eq!(report.pods, 1);
+    assert_eq!(report.changed, vec!["default/be".to_string()]);
+    let rows: Vec<String> = report
+        .changes
+        .iter()
+        .map(|r| {
+            format!(
+                "{} | {} | {} | {} | {}",
+                r.pod,
+                r.container,
+                r.item,
+                r.old.as_deref().unwrap_or("-"),
+                r.new.as_deref().unwrap_or("-")
+            )
+        })
+        .collect();
+    // The reverse of the `policy diff embedded zeros` pod rows.
+    let expected: Vec<String> = EXPECTED_ROWS
+        .iter()
+        .filter(|r| r.starts_with("default/be"))
+        .map(|r| {
+            let cells: Vec<&str> = r.split(" | ").collect();
+            format!(
+                "{} | {} | {} | {} | {}",
+                cells[0], cells[1], cells[2], cells[4], cells[3]
+            )
+        })
+        .collect();
+    // Zeros has only the QoS class and the verdict; the rest is added.
+    let mut sorted_rows = rows.clone();
+    let mut sorted_expected = expected.clone();
+    sorted_rows.sort();
+    sorted_expected.sort();
+    assert_eq!(sorted_rows, sorted_expected);
+
+    let mut state = DirState::default();
+    state.seen.insert(
+        "0123456789abcdef".into(),
+        Verdict {
+            file: "v2.wasm".into(),
+            version: "0.1.0".into(),
+            accepted: true,
+            detail: "shadow evaluation: 1 pods, 1 with changed values".into(),
+            changes: report.changes.clone(),
+        },
+    );
+    let table = state.to_table();
+    assert!(
+        table.contains("changes by 0123456789ab (v2.wasm):"),
+        "{table}"
+    );
+    assert!(
+        table
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["default/be", "app", "oom_score_adj", "-", "999"]),
+        "{table}"
+    );
+    // And state.json keeps them.
+    let json = serde_json::to_string(&state).unwrap();
+    let back: DirState = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, state);
+}
