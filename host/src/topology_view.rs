@@ -327,11 +327,17 @@ pub fn build(
         };
         let admission = match policy.admit(&evaluated.defaulted, topology, current, node)? {
             Ok(a) => a,
-            Err(errors) => anyhow::bail!(
-                "{}: the resource managers could not evaluate the pod:\n{}",
-                outcome.name,
-                crate::format_field_errors(&errors)
-            ),
+            // A pod the managers cannot take at all (no UID): shown as such,
+            // the other pods are still drawn.
+            Err(errors) => {
+                dry_runs.push(DryRun {
+                    name: outcome.name.clone(),
+                    uid,
+                    assignment: None,
+                    rejection: Some(crate::format_field_errors(&errors).replace('\n', "; ")),
+                });
+                continue;
+            }
         };
         match admission.rejection {
             Some(r) => dry_runs.push(DryRun {

@@ -209,6 +209,22 @@ fn a_node_without_static_managers_is_drawn_unmanaged() {
         ),
         "{text}"
     );
+    // A pod without a UID cannot be placed: said, and the rest is drawn.
+    let text = run(&[
+        "topology",
+        "--node",
+        DUAL,
+        "fixtures/pods/kep-row16-all-set.yaml",
+        DB,
+    ]);
+    assert!(
+        text.contains("    not admitted: uid: the managers key their state by pod UID (Required)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("    postgres             exclusive 2,4,8,10"),
+        "{text}"
+    );
     let (code, _, stderr) = podpolicy(&["topology", "--node", DUAL, "--sysfs", "no/such/dir"]);
     assert_eq!(code, 2);
     assert!(stderr.contains("no/such/dir"), "{stderr}");
