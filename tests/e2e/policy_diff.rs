@@ -276,3 +276,55 @@ fn the_shadow_evaluation_records_the_diff_rows_for_policy_status() {
     let back: DirState = serde_json::from_str(&json).unwrap();
     assert_eq!(back, state);
 }
+
+/// Where the node's static managers place pods, cpusets are part of the
+/// diff: the same pod evaluated on an empty node and on one whose NUMA 0
+/// cores are taken (by `explain_all` with two placements) moves to NUMA 1.
+#[test]
+fn cpusets_are_diffed_where_the_managers_place_pods() {
+    use podpolicy::policy_diff::diff_evaluations;
+    let ws = crate::util::workspace();
+    let (node, sysfs) =
+        podpolicy::node_input::read_node_file(&ws.join("fixtures/nodes/dual-socket-static.yaml"))
+            .unwrap();
+    let topology =
+        podpolicy::topology_input::read_node_topology(&sysfs.expect("the node file names sysfs"))
+            .unwrap();
+    let policy = crate::util::policy();
+    let start = podpolicy::admit::start_state(policy, &topology, &node, None).unwrap();
+    let read = |p: &str| podpolicy::pod_input::read_pods(&ws.join(p)).unwrap();
+    let db = read("fixtures/topology/guaranteed-4cpu.yaml");
+    let mut empty = podpolicy::Placement {
+        topology: topology.clone(),
+        state: start.clone(),
+    };
+    let mut busy = empty.clone();
+    // A Guaranteed 4-CPU pod first takes NUMA 0's free cores.
+    let mut first = db.clone();
+    first[0].pod.uid = "00000000-0000-4000-8000-00000000f1f5".into();
+    first[0].pod.name = "first".into();
+    podpolicy::explain_all(policy, &first, &node, Some(&mut busy)).unwrap();
+    let a = podpolicy::explain_all(policy, &db, &node, Some(&mut empty)).unwrap();
+    let b = podpolicy::explain_all(policy, &db, &node, Some(&mut busy)).unwrap();
+    let rows: Vec<String> = diff_evaluations(&a, &b)
+        .iter()
+        .filter(|r| r.pod != podpolicy::policy_diff::NODE_ROW)
+        .map(|r| {
+            format!(
+                "{} | {} | {} | {} | {}",
+                r.pod,
+                r.container,
+                r.item,
+                r.old.as_deref().unwrap_or("-"),
+                r.new.as_deref().unwrap_or("-")
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            "default/db | postgres | cpuset.cpus | 2,4,8,10 | 1,3,7,9",
+            "default/db | postgres | cpuset.mems | 0 | 1",
+        ]
+    );
+}
