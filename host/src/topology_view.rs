@@ -1122,6 +1122,71 @@ mod tests {
         assert_eq!(cpu_list(&BTreeSet::new()), "");
     }
 
+    fn tiny_view() -> TopologyView {
+        let cpu = |id, usage, pod: Option<&str>| CpuView {
+            id,
+            usage,
+            pod: pod.map(str::to_string),
+            container: pod.map(|_| "c".to_string()),
+        };
+        TopologyView {
+            node: "n".into(),
+            cpu_manager_policy: "static".into(),
+            memory_manager_policy: String::new(),
+            cpu_count: 4,
+            reserved_cpus: "0".into(),
+            shared_pool: "1".into(),
+            sockets: vec![SocketView {
+                id: 0,
+                numa_nodes: vec![NumaView {
+                    id: 0,
+                    memory: Vec::new(),
+                    blocks: Vec::new(),
+                    cache_groups: vec![CacheGroupView {
+                        l3: None,
+                        cores: vec![
+                            CoreView {
+                                id: 0,
+                                cpus: vec![
+                                    cpu(0, CpuUse::Reserved, None),
+                                    cpu(2, CpuUse::Shared, None),
+                                ],
+                            },
+                            CoreView {
+                                id: 1,
+                                cpus: vec![
+                                    cpu(1, CpuUse::Exclusive, Some("ns/p")),
+                                    cpu(3, CpuUse::Exclusive, Some("ns/p")),
+                                ],
+                            },
+                        ],
+                    }],
+                }],
+            }],
+            pods: vec![PodView {
+                name: "ns/p".into(),
+                uid: "u".into(),
+                dry_run: true,
+                mark: 'A',
+                pod_cpuset: None,
+                pod_shared_pool: None,
+                containers: Vec::new(),
+                rejection: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn colour_only_when_asked() {
+        let view = tiny_view();
+        let plain = view.to_text(false);
+        assert!(plain.contains("    0:R. 1:AA\n"), "{plain}");
+        assert!(!plain.contains('\x1b'));
+        let coloured = view.to_text(true);
+        assert!(coloured.contains("\x1b[31mR\x1b[0m"), "{coloured:?}");
+        assert!(coloured.contains("\x1b[1m\x1b[36mA\x1b[0m"), "{coloured:?}");
+    }
+
     #[test]
     fn long_lines_are_clipped() {
         let line = "x".repeat(150);
