@@ -79,14 +79,17 @@ pub mod node_input;
 pub mod nri;
 pub mod output;
 pub mod pod_input;
+pub mod policy_diff;
 pub mod policy_dir;
 pub mod resize_cmd;
 pub mod resize_exec;
+pub mod review_cmd;
 pub mod runtime;
 pub mod state_dir;
 pub mod swap;
 pub mod sysfs;
 pub mod topology_input;
+pub mod topology_view;
 pub mod webhook;
 pub mod write_deadline;
 

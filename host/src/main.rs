@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
 use podpolicy::bindings::NodeSettings;
 use podpolicy::runtime::{Cache, Limits, PolicyRuntime};
@@ -299,6 +299,57 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         policy_dir: Option<PathBuf>,
     },
+    /// Run an AdmissionReview file (JSON or YAML, admission.k8s.io/v1)
+    /// offline through the webhook's /mutate and /validate logic and print
+    /// both responses (the patch decoded).
+    ///
+    /// Exit 0: both allow; 1: one denies; 2: an error (a malformed review).
+    Review {
+        /// The AdmissionReview file, or `-` for stdin.
+        file: PathBuf,
+        /// Node settings (for feature gates that differ from the 1.36
+        /// defaults); without them, every default, as the webhook runs.
+        #[command(flatten)]
+        node: NodeArgs,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Table)]
+        output: Format,
+    },
+    /// Draw the machine: sockets, NUMA nodes, L3 groups, cores and CPUs,
+    /// with the reserved CPUs, the shared pool, each pod's exclusive CPUs and
+    /// pod shared pool, and per-NUMA memory and huge pages from the managers'
+    /// state; PODs given are placed in a dry run (nothing is written).
+    Topology {
+        #[command(flatten)]
+        pods: PodFiles,
+        #[command(flatten)]
+        node: NodeArgs,
+        /// Root of the sysfs tree to read the topology from (default: the
+        /// node file's `sysfs`, else `/`).
+        #[arg(long, value_name = "DIR")]
+        sysfs: Option<PathBuf>,
+        /// The manager checkpoints (read only).
+        #[arg(long, value_name = "DIR")]
+        state: Option<PathBuf>,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = TopologyFormat::Text)]
+        output: TopologyFormat,
+    },
+    /// Print a shell completion script (e.g. `podpolicy completions bash >
+    /// /etc/bash_completion.d/podpolicy`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), generated from the command-line definition.
+    Man,
+    /// Print the versions: this binary, the policy it runs (version and
+    /// digest; the embedded one unless --policy), the WIT contract.
+    Version {
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Table)]
+        output: Format,
+    },
     /// Run conformance vector files through the component.
     Conformance {
         /// Vector files.
@@ -405,6 +456,32 @@ enum PolicyCommand {
     /// policy candidate.
     #[command(hide = true)]
     Precompile,
+    /// Compare two policy versions on pods: every value that changes per pod
+    /// and container (cgroup files, QoS, oom_score_adj, validation errors,
+    /// defaulting patches, cpusets where the node's managers place pods).
+    ///
+    /// Exit 0: nothing changes; 1: something does; 2: an error.
+    Diff {
+        /// The old policy: a `.wasm` component, or `embedded`.
+        old: String,
+        /// The new policy: a `.wasm` component, or `embedded`.
+        new: String,
+        #[command(flatten)]
+        pods: PodFiles,
+        #[command(flatten)]
+        node: NodeArgs,
+        /// Root of the sysfs tree the resource managers read the topology
+        /// from, when the node runs a static CPU or memory policy (default:
+        /// the node file's `sysfs`, else `/`).
+        #[arg(long, value_name = "DIR")]
+        sysfs: Option<PathBuf>,
+        /// The manager checkpoints the placements start from (read only).
+        #[arg(long, value_name = "DIR")]
+        state: Option<PathBuf>,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Table)]
+        output: Format,
+    },
     /// The policy directory's state: active version, history, verdicts.
     Status {
         /// The policy directory.
@@ -414,6 +491,14 @@ enum PolicyCommand {
         #[arg(short, long, value_enum, default_value_t = Format::Table)]
         output: Format,
     },
+}
+
+/// `topology` output formats.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum TopologyFormat {
+    Text,
+    Svg,
+    Json,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -585,6 +670,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
             max_concurrency.unwrap_or_else(podpolicy::webhook::default_concurrency),
         )?;
     }
+    match &cli.command {
+        Command::Completions { shell } => {
+            // Into a buffer first: the generator panics on a failed write
+            // (a closed pipe), the buffer never fails.
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut Cli::command(), "podpolicy", &mut script);
+            std::io::stdout().lock().write_all(&script)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Command::Man => {
+            let mut page = Vec::new();
+            clap_mangen::Man::new(Cli::command()).render(&mut page)?;
+            std::io::stdout().lock().write_all(&page)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        _ => {}
+    }
     let policy = load_policy(&cli)?;
     match &cli.command {
         Command::Policy {
@@ -678,6 +780,55 @@ fn run(cli: Cli) -> Result<ExitCode> {
             dir.request_rollback()?;
             eprintln!("rollback requested in {}", policy_dir.display());
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Policy {
+            command:
+                PolicyCommand::Diff {
+                    old,
+                    new,
+                    pods,
+                    node,
+                    sysfs,
+                    state,
+                    output,
+                },
+        } => {
+            let docs = pods.read()?;
+            let load = |side: &str| -> Result<(PolicyRuntime, String)> {
+                if side == "embedded" {
+                    let p = PolicyRuntime::embedded(&cache(&cli), limits(&cli))
+                        .context("loading the embedded policy")?;
+                    return Ok((p, side.to_string()));
+                }
+                let p = PolicyRuntime::from_file(side.as_ref(), &cache(&cli), limits(&cli))
+                    .with_context(|| format!("loading policy {side}"))?;
+                Ok((p, side.to_string()))
+            };
+            let mut sides = Vec::new();
+            for source in [old, new] {
+                let (p, source) = load(source)?;
+                let (settings, _, mut placed) =
+                    node_and_placement(&p, node, sysfs.as_deref(), state.as_deref())
+                        .with_context(|| format!("with policy {source}"))?;
+                let evaluations = explain_all(&p, &docs, &settings, placed.as_mut())
+                    .with_context(|| format!("evaluating with policy {source}"))?;
+                let side = podpolicy::policy_diff::Side {
+                    source,
+                    policy_version: p.info().policy_version.clone(),
+                    digest: p.digest().to_string(),
+                };
+                sides.push((side, evaluations));
+            }
+            let (new_side, new_eval) = sides.pop().context("two sides")?;
+            let (old_side, old_eval) = sides.pop().context("two sides")?;
+            let diff =
+                podpolicy::policy_diff::PolicyDiff::new(old_side, new_side, &old_eval, &new_eval);
+            print(*output, "PolicyDiff", || diff.to_table(), &diff)?;
+            Ok(if diff.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         Command::Policy {
             command: PolicyCommand::Status { policy_dir, output },
@@ -1035,6 +1186,100 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 )?;
             }
             podpolicy::webhook::run(options, tls, slot)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Review { file, node, output } => {
+            let node = if node.given() {
+                read_node(&policy, node)?
+            } else {
+                podpolicy::empty_node()
+            };
+            let (source, body) = podpolicy::review_cmd::read_review(file)?;
+            let report = podpolicy::review_cmd::run(&policy, &node, source, &body)?;
+            print(*output, "ReviewReport", || report.to_table(), &report)?;
+            Ok(if report.allowed {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        Command::Topology {
+            pods,
+            node,
+            sysfs,
+            state,
+            output,
+        } => {
+            let inputs = read_node_inputs(&policy, node)?;
+            let docs = if pods.files.is_empty() && pods.filenames.is_empty() {
+                Vec::new()
+            } else {
+                pods.read()?
+            };
+            let root = sysfs
+                .as_deref()
+                .or(inputs.sysfs.as_deref())
+                .unwrap_or("/".as_ref());
+            let view = podpolicy::topology_view::from_paths(
+                &policy,
+                &inputs.settings,
+                root,
+                state.as_deref(),
+                &docs,
+            )?;
+            let mut stdout = std::io::stdout().lock();
+            match output {
+                TopologyFormat::Text => {
+                    let colour = std::io::IsTerminal::is_terminal(&stdout)
+                        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+                    stdout.write_all(view.to_text(colour).as_bytes())?;
+                }
+                TopologyFormat::Svg => stdout.write_all(view.to_svg().as_bytes())?,
+                TopologyFormat::Json => {
+                    serde_json::to_writer_pretty(
+                        &mut stdout,
+                        &output::document("TopologyView", &view)?,
+                    )?;
+                    stdout.write_all(b"\n")?;
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Completions { .. } | Command::Man => {
+            // Handled before the policy is loaded (see `run`).
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Version { output } => {
+            let info = policy.info();
+            let value = serde_json::json!({
+                "podpolicy": env!("CARGO_PKG_VERSION"),
+                "policy": if cli.policy.is_some() { "file" } else { "embedded" },
+                "policyVersion": info.policy_version,
+                "policyDigest": format!("sha256:{}", policy.digest()),
+                "witPackage": format!("podpolicy:policy@{}", info.wit_version),
+                "hostWitPackage": format!("podpolicy:policy@{}", podpolicy::runtime::WIT_VERSION),
+                "kubernetesVersion": info.kubernetes_version,
+            });
+            print(
+                *output,
+                "Version",
+                || {
+                    format!(
+                        "podpolicy           {}\npolicy              {} ({})\npolicy digest       sha256:{}\nWIT package         podpolicy:policy@{}\nKubernetes version  {}\n",
+                        env!("CARGO_PKG_VERSION"),
+                        info.policy_version,
+                        if cli.policy.is_some() {
+                            "--policy"
+                        } else {
+                            "embedded"
+                        },
+                        policy.digest(),
+                        info.wit_version,
+                        info.kubernetes_version
+                    )
+                },
+                &value,
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Conformance { files } => {

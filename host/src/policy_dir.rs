@@ -137,7 +137,14 @@ pub struct ShadowReport {
     pub pods: usize,
     /// Pods whose values the candidate changes (`namespace/name`).
     pub changed: Vec<String>,
+    /// The values it changes, as `policy diff` lists them (at most
+    /// [`MAX_RECORDED_CHANGES`]; `changed` counts every pod).
+    pub changes: Vec<crate::policy_diff::DiffRow>,
 }
+
+/// The most changed values a shadow evaluation records (`state.json`
+/// stays small with thousands of pods; `policy diff` lists them all).
+pub const MAX_RECORDED_CHANGES: usize = 200;
 
 /// Evaluate every pod with both versions. The candidate fails when it
 /// errors (trap, fuel, time, memory), rejects a pod the serving version
@@ -164,6 +171,12 @@ pub fn shadow_evaluate(
             }
             if old != &new {
                 report.changed.push(new.name.clone());
+                let room = MAX_RECORDED_CHANGES.saturating_sub(report.changes.len());
+                report.changes.extend(
+                    crate::policy_diff::diff_pods(old, &new)
+                        .into_iter()
+                        .take(room),
+                );
             }
         }
         if let Some(evaluated) = new.evaluated() {
@@ -217,6 +230,10 @@ pub struct Verdict {
     pub accepted: bool,
     /// Why not, or what the shadow evaluation saw.
     pub detail: String,
+    /// The values the shadow evaluation saw it change (`policy diff` rows,
+    /// at most [`MAX_RECORDED_CHANGES`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<crate::policy_diff::DiffRow>,
 }
 
 /// How coarse file timestamps may be: the kernel stamps writes with a
@@ -341,6 +358,11 @@ impl DirState {
                 "{:<14} {file:<24} {:<9} {:<10} {}",
                 "-", v.accepted, "", v.detail
             );
+        }
+        for (digest, v) in self.seen.iter().filter(|(_, v)| !v.changes.is_empty()) {
+            let short = &digest[..digest.len().min(12)];
+            let _ = writeln!(out, "\nchanges by {short} ({}):", v.file);
+            out.push_str(&crate::policy_diff::render_rows(&v.changes));
         }
         out
     }
@@ -1188,6 +1210,7 @@ impl PolicyDirServer {
             )),
             Ok(candidate) => {
                 let mut detail = String::new();
+                let mut changes = Vec::new();
                 slot.activate(candidate, |c, serving| {
                     let report = vet(c, serving)?;
                     detail = format!(
@@ -1195,15 +1218,19 @@ impl PolicyDirServer {
                         report.pods,
                         report.changed.len()
                     );
+                    changes = report.changes;
                     Ok(())
                 })
-                .map(|swap| (swap, detail))
+                .map(|swap| (swap, detail, changes))
             }
         };
         match result {
-            Ok((swap, detail)) => {
+            Ok((swap, detail, changes)) => {
                 let read = stamp.map(|s| (s, job.read_ns));
-                self.record(&job.file, read, digest, version, true, &detail);
+                self.record(&job.file, read, digest.clone(), version, true, &detail);
+                if let Some(verdict) = digest.and_then(|d| self.state.seen.get_mut(&d)) {
+                    verdict.changes = changes;
+                }
                 self.state.last_error = None;
                 outcome.swapped.push(swap);
             }
@@ -1236,6 +1263,7 @@ impl PolicyDirServer {
                     version,
                     accepted,
                     detail: detail.to_string(),
+                    changes: Vec::new(),
                 },
             );
         }

@@ -6,6 +6,7 @@
 //! - `component`: the embedded component itself (imports, exports, versions).
 //! - `hostile`: modules that must be refused or contained.
 //! - `cli`: the `podpolicy` binary as a user runs it, bad inputs included.
+//! - `cli_docs`: shell completions, the man page and `version`.
 //! - `conformance`: the conformance vectors (tests/vectors) through the component.
 //! - `fixtures`: `explain -o json` of every pod in fixtures/pods against its golden file.
 //! - `fuzz_regressions`: findings of the fuzz targets, replayed through the component.
@@ -21,16 +22,22 @@
 //! - `node_state`: manager checkpoints, restart, release, cpuset writes.
 //! - `outputs`: every JSON output's apiVersion/kind and schema (schemas/output), tables.
 //! - `pod_inputs`: pods and workloads from files and directories, strict fields, static pod uids.
+//! - `policy_diff`: `policy diff` of two versions (the embedded one, a variant, a
+//!   component that answers differently), table and JSON, exit codes.
+//! - `review`: `podpolicy review` of AdmissionReview files offline (create, resize, denials, malformed).
 //! - `policy_dir`: the policy directory against links, FIFOs, huge and half-written
 //!   candidates, stray request files; vetting off the polling thread.
 //! - `properties`: proptest invariants over generated pods and nodes (memory order, ranges, defaulting).
 //! - `resize`: KEP-1287 plans, rejections, the usage guard, failure injection.
 //! - `sysfs`: topology discovery over fixtures/sysfs and broken trees.
+//! - `topology`: `podpolicy topology` text / SVG / JSON on the dual-socket HT and
+//!   256-CPU fixtures, dry-run placements, the state left untouched.
 //! - `webhook`: the admission webhook over HTTPS on loopback, and the deploy/ manifests.
 
 mod agent;
 mod apply;
 mod cli;
+mod cli_docs;
 mod component;
 mod conformance;
 mod fixtures;
@@ -46,9 +53,12 @@ mod node_state;
 mod nri_protocol;
 mod outputs;
 mod pod_inputs;
+mod policy_diff;
 mod policy_dir;
 mod properties;
 mod resize;
+mod review;
 mod sysfs;
+mod topology;
 mod util;
 mod webhook;

@@ -241,3 +241,80 @@ fn tables_are_tables_and_show_bad_values_and_sizes() {
         "{stdout}"
     );
 }
+
+#[test]
+fn issue23_outputs_have_their_kind_and_schema() {
+    let dir = temp_dir("outputs-issue23");
+    let pod = dir.join("pod.yaml");
+    std::fs::write(
+        &pod,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\nspec:\n  containers:\n  - {name: c, resources: {limits: {cpu: 1}}}\n",
+    )
+    .unwrap();
+    let pod = pod.to_str().unwrap();
+    let zeros = dir.join("zeros.wasm");
+    std::fs::write(
+        &zeros,
+        crate::hostile_policy::component(crate::hostile_policy::Hostility::Zeros),
+    )
+    .unwrap();
+    let values = [
+        check(
+            "PolicyDiff",
+            &["policy", "diff", "embedded", "embedded", pod, "-o", "json"],
+            &[0],
+        ),
+        check(
+            "PolicyDiff",
+            &[
+                "policy",
+                "diff",
+                "embedded",
+                zeros.to_str().unwrap(),
+                pod,
+                "-o",
+                "json",
+            ],
+            &[1],
+        ),
+        check(
+            "ReviewReport",
+            &[
+                "review",
+                "fixtures/reviews/create-patched.json",
+                "-o",
+                "json",
+            ],
+            &[0],
+        ),
+        check(
+            "ReviewReport",
+            &[
+                "review",
+                "fixtures/reviews/create-denied.json",
+                "-o",
+                "json",
+            ],
+            &[1],
+        ),
+        check("Version", &["version", "-o", "json"], &[0]),
+        check(
+            "TopologyView",
+            &[
+                "topology",
+                "--node",
+                "fixtures/nodes/dual-socket-static.yaml",
+                "fixtures/topology/guaranteed-4cpu.yaml",
+                "fixtures/pods/kep5526-pod-scope-mixed.yaml",
+                "-o",
+                "json",
+            ],
+            &[0],
+        ),
+    ];
+    for value in &values {
+        // The review documents carry the AdmissionReview as the API server
+        // spells it (camelCase too).
+        keys_are_camel_case(value, "");
+    }
+}
