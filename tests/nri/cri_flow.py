@@ -416,25 +416,21 @@ class Flow:
 
     def check_pod(self, entry, expect):
         """The pod cgroup (cgroup_parent): containerd writes nothing there,
-        so without a plugin it holds what runc created it with; the plugin
-        writes the pod-level values explain computes (RunPodSandbox)."""
+        so it holds what runc created it with."""
         parent = entry["parent"]
         got = {
             "cpu.shares": int(read("%s/cpu%s/cpu.shares" % (CGROUP, parent))),
             "cpu.cfs_quota_us": int(read("%s/cpu%s/cpu.cfs_quota_us" % (CGROUP, parent))),
             "memory.limit_in_bytes": int(read("%s/memory%s/memory.limit_in_bytes" % (CGROUP, parent))),
         }
-        if expect == "cri":
-            want = {"cpu.shares": (1024, "runc's default"), "cpu.cfs_quota_us": (-1, "runc's default"),
-                    "memory.limit_in_bytes": (V1_UNLIMITED, "runc's default")}
-        else:
-            files = self.explain_report(entry, False)["pods"][0]["podCgroup"]
-            quota = files["cpu.max"].split()[0]
-            mem = files["memory.max"]
-            want = {"cpu.shares": (int(files["cpu.weight"]), "explain cpu.weight"),
-                    "cpu.cfs_quota_us": (-1 if quota == "max" else int(quota), "explain cpu.max"),
-                    "memory.limit_in_bytes": (V1_UNLIMITED if mem == "max" else int(mem), "explain memory.max")}
-        return [(good, text) for _, good, text in self.compare(want, got, expect)]
+        # This host is cgroup v1: the plugin writes pod cgroups on cgroup v2
+        # only (its one writer, cgroupfs, refuses a v1 mount; README, "Limits
+        # of this version"), so with or without it the pod cgroup keeps
+        # runc's values. Checked, so that a change of that shows here.
+        why = "runc's default" if expect == "cri" else "runc's default: no pod cgroup writes on cgroup v1"
+        want = {"cpu.shares": (1024, why), "cpu.cfs_quota_us": (-1, why),
+                "memory.limit_in_bytes": (V1_UNLIMITED, why)}
+        return [(good, text) for _, good, text in self.compare(want, got, "cri")]
 
     # --- resize, drift, remove ---
 

@@ -162,8 +162,11 @@ pub fn to_nri_resources(rc: &ResourceConfig, v2: bool) -> api::LinuxResources {
     }
     if let Some(v) = rc.memory_limit {
         let mut memory = api::LinuxMemory::new();
+        // The CRI's 0 is "no limit"; to runc a limit of 0 means "leave it as
+        // it is" and -1 means unlimited, so no limit is sent as -1 (else an
+        // update could not lift a limit set behind the runtime's back).
         memory.limit = Some(api::OptionalInt64 {
-            value: v,
+            value: if v > 0 { v } else { -1 },
             ..Default::default()
         })
         .into();
@@ -779,7 +782,7 @@ impl Engine {
 
     /// `Synchronize`: learn every pod and container, release what no
     /// running container explains (a crash, a missed event), and return the
-    /// updates that repair drift from the policy's values. Containers not
+    /// policy's values for every container, which repairs any drift. Containers not
     /// evaluated by `budget` are left as they run (counted as deferred).
     pub fn synchronize(
         &mut self,
@@ -835,6 +838,7 @@ impl Engine {
         let mut updates = Vec::new();
         let mut failed = 0;
         let mut deferred = 0;
+        let mut drifted_records = 0;
         let by_id: HashMap<&str, &api::PodSandbox> =
             pods.iter().map(|p| (p.id.as_str(), p)).collect();
         for c in containers {
@@ -847,16 +851,21 @@ impl Engine {
             }
             match self.container_values(sandbox, c, None) {
                 Ok((desired, _, _, _)) => {
+                    // Every evaluated container gets its values again: the
+                    // runtime's record shows what it last asked for, not a
+                    // cgroup file changed behind its back, so drift cannot
+                    // be seen from here; re-applying is idempotent.
                     let current = c.linux.as_ref().and_then(|l| l.resources.as_ref());
                     if drifted(current, &desired) {
-                        let mut update = api::ContainerUpdate::new();
-                        update.container_id = c.id.clone();
-                        let mut linux = api::LinuxContainerUpdate::new();
-                        linux.resources = Some(desired).into();
-                        update.linux = Some(linux).into();
-                        update.ignore_failure = true;
-                        updates.push(update);
+                        drifted_records += 1;
                     }
+                    let mut update = api::ContainerUpdate::new();
+                    update.container_id = c.id.clone();
+                    let mut linux = api::LinuxContainerUpdate::new();
+                    linux.resources = Some(desired).into();
+                    update.linux = Some(linux).into();
+                    update.ignore_failure = true;
+                    updates.push(update);
                 }
                 Err(e) => {
                     failed += 1;
@@ -867,7 +876,7 @@ impl Engine {
         Ok((
             updates.clone(),
             format!(
-                "pods={} containers={} updates={} released={released} unanswered={failed} deferred={deferred}",
+                "pods={} containers={} updates={} (runtime record differs: {drifted_records}) released={released} unanswered={failed} deferred={deferred}",
                 pods.len(),
                 containers.len(),
                 updates.len()
