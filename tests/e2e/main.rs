@@ -40,6 +40,7 @@ mod cli;
 mod cli_docs;
 mod component;
 mod conformance;
+mod explain_why;
 mod fixtures;
 mod fuzz_regressions;
 mod hostile;

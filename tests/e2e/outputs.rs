@@ -78,6 +78,7 @@ fn every_json_output_has_its_kind_and_schema() {
             "explain",
             "-o",
             "json",
+            "--why",
             "--node",
             "fixtures/nodes/node-1000gi.yaml",
             "fixtures/pods/kep-ide.yaml",
