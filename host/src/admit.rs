@@ -506,3 +506,24 @@ pub fn release(
     checkpoint::save(&locked, &state).context("saving the manager checkpoints")?;
     Ok(state)
 }
+
+/// Whether a long-lived server (the agent, the NRI plugin) runs the
+/// resource managers: the serving policy's answer. A policy that fails its
+/// self-check cannot be trusted to answer (a garbage module may say "yes"),
+/// and one that cannot answer (a broken first version): the managers stay
+/// off, logged.
+pub fn serving_managers_active(
+    policy: &crate::runtime::PolicyRuntime,
+    node: &crate::bindings::NodeSettings,
+) -> bool {
+    match crate::policy_dir::self_check(policy) {
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "the serving policy fails its self-check; the resource managers stay off");
+            false
+        }
+        Ok(()) => policy.managers_active(node).unwrap_or_else(|e| {
+            tracing::error!(error = %format!("{e:#}"), "the policy could not say whether the resource managers are active");
+            false
+        }),
+    }
+}

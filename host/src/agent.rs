@@ -226,20 +226,7 @@ impl Agent {
         let policy = slot.current();
         metrics.set_policy(&policy.info().policy_version, policy.digest());
         let state = read_agent_state(&options.state_dir)?;
-        // Whether the managers place pods is the policy's answer; a policy
-        // that cannot give it (broken first version) runs without them.
-        // A policy that fails its self-check cannot be trusted to answer
-        // either (a garbage module may say "yes"): the managers stay off.
-        let managers_active = match crate::policy_dir::self_check(&policy) {
-            Err(e) => {
-                tracing::error!(error = %format!("{e:#}"), "the serving policy fails its self-check; the resource managers stay off");
-                false
-            }
-            Ok(()) => policy.managers_active(&options.node).unwrap_or_else(|e| {
-                tracing::error!(error = %format!("{e:#}"), "the policy could not say whether the resource managers are active");
-                false
-            }),
-        };
+        let managers_active = crate::admit::serving_managers_active(&policy, &options.node);
         let managers = if managers_active {
             let topology = crate::topology_input::read_node_topology(&options.sysfs_root)?;
             let state = crate::admit::start_state(

@@ -852,26 +852,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             system_reserved_cgroup,
             once,
         } => {
-            // The agent must come up even when its first policy is broken, so
-            // that a good version can still arrive through --policy-dir: a
-            // failed call here is logged; field errors in the node still stop it.
-            let node = node_input::read_node_inputs(
-                node.node.as_deref(),
-                node.kubelet_config.as_deref(),
-                "/proc".as_ref(),
-                "/sys/fs/cgroup".as_ref(),
-            )?
-            .settings;
-            match policy.validate_node(&node) {
-                Ok(errors) if !errors.is_empty() => anyhow::bail!(
-                    "invalid node settings:\n{}",
-                    podpolicy::format_field_errors(&errors)
-                ),
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::error!(error = %format!("{e:#}"), "the policy could not validate the node settings")
-                }
-            }
+            let node = server_node(&policy, node)?;
             let options = podpolicy::agent::AgentOptions {
                 pods_dir: pods_dir.clone(),
                 node,
@@ -907,26 +888,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if plugin_idx.len() != 2 || !plugin_idx.bytes().all(|b| b.is_ascii_digit()) {
                 anyhow::bail!("--plugin-idx `{plugin_idx}` must be two digits (00-99)");
             }
-            // As the agent: the plugin comes up even when its first policy is
-            // broken (every answer is then "no change" until a good version
-            // arrives through --policy-dir); field errors in the node stop it.
-            let node = node_input::read_node_inputs(
-                node.node.as_deref(),
-                node.kubelet_config.as_deref(),
-                "/proc".as_ref(),
-                "/sys/fs/cgroup".as_ref(),
-            )?
-            .settings;
-            match policy.validate_node(&node) {
-                Ok(errors) if !errors.is_empty() => anyhow::bail!(
-                    "invalid node settings:\n{}",
-                    podpolicy::format_field_errors(&errors)
-                ),
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::error!(error = %format!("{e:#}"), "the policy could not validate the node settings")
-                }
-            }
+            // Every answer is "no change" until a good policy arrives when
+            // the first one is broken.
+            let node = server_node(&policy, node)?;
             let metrics_addr =
                 match metrics_addr.as_str() {
                     "off" => None,
@@ -1328,6 +1292,34 @@ fn parse_resource_list(text: &str) -> Result<Vec<podpolicy::bindings::ResourceQu
 
 /// Set by SIGTERM / SIGINT.
 static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The node settings of a long-lived server (the agent, the NRI plugin).
+/// It must come up even when its first policy is broken, so that a good
+/// version can still arrive through --policy-dir: a failed call here is
+/// logged; field errors in the node still stop it.
+fn server_node(
+    policy: &PolicyRuntime,
+    node: &NodeArgs,
+) -> Result<podpolicy::bindings::NodeSettings> {
+    let node = node_input::read_node_inputs(
+        node.node.as_deref(),
+        node.kubelet_config.as_deref(),
+        "/proc".as_ref(),
+        "/sys/fs/cgroup".as_ref(),
+    )?
+    .settings;
+    match policy.validate_node(&node) {
+        Ok(errors) if !errors.is_empty() => anyhow::bail!(
+            "invalid node settings:\n{}",
+            podpolicy::format_field_errors(&errors)
+        ),
+        Ok(_) => {}
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "the policy could not validate the node settings")
+        }
+    }
+    Ok(node)
+}
 
 fn run_agent(
     options: podpolicy::agent::AgentOptions,

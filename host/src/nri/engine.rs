@@ -253,16 +253,7 @@ impl Engine {
             None => NriState::default(),
         };
         let policy = slot.current();
-        let managers_active = match crate::policy_dir::self_check(&policy) {
-            Err(e) => {
-                tracing::error!(error = %format!("{e:#}"), "the serving policy fails its self-check; the resource managers stay off");
-                false
-            }
-            Ok(()) => policy.managers_active(&options.node).unwrap_or_else(|e| {
-                tracing::error!(error = %format!("{e:#}"), "the policy could not say whether the resource managers are active");
-                false
-            }),
-        };
+        let managers_active = crate::admit::serving_managers_active(&policy, &options.node);
         let managers = if managers_active {
             let topology = crate::topology_input::read_node_topology(&options.sysfs_root)?;
             let state = crate::admit::start_state(
