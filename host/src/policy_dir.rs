@@ -679,6 +679,9 @@ pub struct PolicyDirServer {
     state: DirState,
     max_candidate_bytes: u64,
     deadline: Duration,
+    /// How long a compile in the child may take; `None`: three quarters
+    /// of [`Self::deadline`].
+    compile_deadline: Option<Duration>,
     /// Files waiting for a vetting thread, with their stamp when queued.
     queue: VecDeque<(String, Option<FileStamp>)>,
     /// Queued files read again only because their verdict was racy
@@ -751,6 +754,7 @@ impl PolicyDirServer {
             state: DirState::default(),
             max_candidate_bytes: MAX_CANDIDATE_BYTES,
             deadline: VETTING_DEADLINE,
+            compile_deadline: None,
             queue: VecDeque::new(),
             rechecks: BTreeSet::new(),
             compiler: crate::compiler_process::program(),
@@ -826,6 +830,12 @@ impl PolicyDirServer {
     /// [`crate::compiler_process::use_program`]); `None` compiles in-process.
     pub fn set_compiler(&mut self, program: Option<PathBuf>) {
         self.compiler = program;
+    }
+
+    /// How long a compile in the child process may take (default: three
+    /// quarters of the vetting deadline).
+    pub fn set_compile_deadline(&mut self, deadline: Duration) {
+        self.compile_deadline = Some(deadline);
     }
 
     /// How long a candidate may take on its vetting thread (default
@@ -1092,7 +1102,8 @@ impl PolicyDirServer {
         // The compile gets three quarters of the deadline; the rest is for
         // loading the artifact and the self-check, so a killed compile is
         // reported as such before the job itself is given up.
-        let (compiler, deadline) = (self.compiler.clone(), self.deadline * 3 / 4);
+        let deadline = self.compile_deadline.unwrap_or(self.deadline * 3 / 4);
+        let compiler = self.compiler.clone();
         self.threads.fetch_add(1, Ordering::SeqCst);
         let count = ThreadCount(self.threads.clone());
         let read_ns = wall_ns();

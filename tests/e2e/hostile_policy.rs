@@ -34,7 +34,7 @@ pub enum Hostility {
 }
 
 /// The size of [`Hostility::SlowCompile`]'s big function, in operations.
-pub const SLOW_COMPILE_OPERATIONS: usize = 400_000;
+pub const SLOW_COMPILE_OPERATIONS: usize = 800_000;
 
 fn core_type(t: &WasmType) -> &'static str {
     match t {
