@@ -44,9 +44,11 @@ const BURSTABLE_POD: &str = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name
 const GUARANTEED_POD: &str = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"pinned","namespace":"default","uid":"8d3c6f0e-0000-4000-8000-00000000a001"},
 "spec":{"containers":[{"name":"app","image":"x","resources":{"requests":{"cpu":"2","memory":"1Gi"},"limits":{"cpu":"2","memory":"1Gi"}}}]}}"#;
 
-/// The stand-in's `Runtime` service: reports registrations.
+/// The stand-in's `Runtime` service: reports registrations and the
+/// plugin's unsolicited `UpdateContainers`.
 struct StandInRuntime {
     registered: mpsc::UnboundedSender<api::RegisterPluginRequest>,
+    pushed: mpsc::UnboundedSender<api::UpdateContainersRequest>,
 }
 
 #[async_trait::async_trait]
@@ -59,6 +61,15 @@ impl api_ttrpc::Runtime for StandInRuntime {
         let _ = self.registered.send(req);
         Ok(api::Empty::new())
     }
+
+    async fn update_containers(
+        &self,
+        _ctx: &ttrpc::r#async::TtrpcContext,
+        req: api::UpdateContainersRequest,
+    ) -> ttrpc::Result<api::UpdateContainersResponse> {
+        let _ = self.pushed.send(req);
+        Ok(api::UpdateContainersResponse::new())
+    }
 }
 
 /// One accepted plugin connection, registered and configured.
@@ -69,6 +80,8 @@ struct Session {
     events: i32,
     mux: Mux,
     server: ttrpc::r#async::Server,
+    /// What the plugin sent to `UpdateContainers` on its own.
+    pushed: mpsc::UnboundedReceiver<api::UpdateContainersRequest>,
 }
 
 fn ctx() -> ttrpc::context::Context {
@@ -85,12 +98,14 @@ impl Session {
         let runtime_conn = conns.pop().unwrap();
         let plugin_conn = conns.pop().unwrap();
         let (tx, mut rx) = mpsc::unbounded_channel();
+        let (pushed_tx, pushed) = mpsc::unbounded_channel();
         let incoming =
             futures::stream::once(std::future::ready(Ok::<_, std::io::Error>(runtime_conn)))
                 .chain(futures::stream::pending());
         let mut server = ttrpc::r#async::Server::new()
             .register_service(api_ttrpc::create_runtime(Arc::new(StandInRuntime {
                 registered: tx,
+                pushed: pushed_tx,
             })))
             .add_listener(Listener::new(incoming));
         server.start().await.expect("serving the Runtime service");
@@ -117,7 +132,26 @@ impl Session {
             events,
             mux,
             server,
+            pushed,
         }
+    }
+
+    async fn stop(&self, pod: &api::PodSandbox, c: &api::Container) -> api::StopContainerResponse {
+        let mut req = api::StopContainerRequest::new();
+        req.pod = Some(pod.clone()).into();
+        req.container = Some(c.clone()).into();
+        self.plugin
+            .stop_container(ctx(), &req)
+            .await
+            .expect("StopContainer answered")
+    }
+
+    /// The next unsolicited `UpdateContainers` (within 5 s).
+    async fn next_pushed(&mut self) -> api::UpdateContainersRequest {
+        tokio::time::timeout(Duration::from_secs(5), self.pushed.recv())
+            .await
+            .expect("an unsolicited UpdateContainers within 5 s")
+            .expect("the runtime service is up")
     }
 
     async fn synchronize(
@@ -630,12 +664,49 @@ fn nri_plugin_places_and_frees_exclusive_cpus() {
             Some(expected.as_str()),
             "{state}"
         );
-        // RemoveContainer (StateChange) frees them.
-        session.state_change(11, &pod, Some(&c)).await;
+        // StopContainer frees them, and its answer moves the shared
+        // container back onto the whole pool.
+        let stopped = session.stop(&pod, &c).await;
         let state: Value = serde_json::from_slice(&std::fs::read(&checkpoint).unwrap()).unwrap();
         assert!(
             state.get("entries").and_then(|e| e.get(UID)).is_none(),
             "the exclusive CPUs are freed: {state}"
+        );
+        assert_eq!(stopped.update.len(), 1, "{:?}", stopped.update);
+        assert_eq!(stopped.update[0].container_id, "c1");
+        assert_eq!(
+            cpu(stopped.update[0].linux.resources.as_ref().unwrap()).cpus,
+            pool_before,
+            "the pool grows back when the exclusive container stops"
+        );
+        // RemoveContainer (StateChange) after it: nothing more to move.
+        session.state_change(11, &pod, Some(&c)).await;
+
+        // An exclusive container whose pod goes without a StopContainer
+        // (RemovePodSandbox as a StateChange, which has no answer to carry
+        // updates): the plugin sends them to the runtime's UpdateContainers.
+        let mut session = session;
+        let c3 = container("c3", "sb2", "app", resources(2048, 200_000, 1 << 30));
+        let (resp, _) = session.create(&pod, &c3).await;
+        assert_eq!(
+            resp.update.len(),
+            1,
+            "the pool shrinks again: {:?}",
+            resp.update
+        );
+        session.state_change(3, &pod, None).await;
+        let pushed = session.next_pushed().await;
+        assert_eq!(pushed.update.len(), 1, "{:?}", pushed.update);
+        assert_eq!(pushed.update[0].container_id, "c1");
+        assert_eq!(
+            cpu(pushed.update[0].linux.resources.as_ref().unwrap()).cpus,
+            pool_before,
+            "RemovePodSandbox gives the CPUs back to the shared container"
+        );
+        let state: Value = serde_json::from_slice(&std::fs::read(&checkpoint).unwrap()).unwrap();
+        assert!(
+            state.get("entries").and_then(|e| e.get(UID)).is_none(),
+            "the pod's CPUs are freed: {state}"
         );
         session.close().await;
     });

@@ -654,13 +654,15 @@ impl Engine {
     }
 
     /// Release one container's manager state and forget it (`forget`:
-    /// RemoveContainer; StopContainer keeps the record).
+    /// RemoveContainer; StopContainer keeps the record). Returns the updates
+    /// moving the shared-pool containers onto the CPUs the release gave
+    /// back to the pool (the kubelet's reconcile loop does the same).
     pub fn release_container(
         &mut self,
         sandbox: &api::PodSandbox,
         container: &api::Container,
         forget: bool,
-    ) -> Result<Outcome> {
+    ) -> Result<(Outcome, Vec<api::ContainerUpdate>)> {
         let uid = sandbox.uid.clone();
         let released = self.release_names(&uid, std::iter::once(container.name.clone()))?;
         let mut changed = released;
@@ -679,12 +681,16 @@ impl Engine {
         if forget {
             self.containers.remove(&container.id);
         }
+        let updates = self.pool_updates(&container.id);
         self.commit()?;
-        Ok(if changed {
-            Outcome::Answered
-        } else {
-            Outcome::Nothing
-        })
+        Ok((
+            if changed {
+                Outcome::Answered
+            } else {
+                Outcome::Nothing
+            },
+            updates,
+        ))
     }
 
     /// Release `names` of pod `uid` from the managers (in memory; the caller commits).
@@ -726,8 +732,12 @@ impl Engine {
         Ok((Outcome::Answered, format!("pod_files_written={n}")))
     }
 
-    /// `RemovePodSandbox`: release what the pod still holds and forget it.
-    pub fn remove_pod_sandbox(&mut self, sandbox: &api::PodSandbox) -> Result<Outcome> {
+    /// `RemovePodSandbox`: release what the pod still holds and forget it;
+    /// the updates move the shared-pool containers onto the CPUs it freed.
+    pub fn remove_pod_sandbox(
+        &mut self,
+        sandbox: &api::PodSandbox,
+    ) -> Result<(Outcome, Vec<api::ContainerUpdate>)> {
         let uid = sandbox.uid.clone();
         let mut names: BTreeSet<String> = self
             .state
@@ -741,12 +751,16 @@ impl Engine {
         self.sandboxes.remove(&sandbox.id);
         self.containers
             .retain(|_, (_, c)| c.pod_sandbox_id != sandbox.id);
+        let updates = self.pool_updates("");
         self.commit()?;
-        Ok(if released || forgotten {
-            Outcome::Answered
-        } else {
-            Outcome::Nothing
-        })
+        Ok((
+            if released || forgotten {
+                Outcome::Answered
+            } else {
+                Outcome::Nothing
+            },
+            updates,
+        ))
     }
 
     /// Containers holding manager state, by pod UID.

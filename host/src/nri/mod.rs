@@ -313,6 +313,7 @@ async fn serve_connection(
         let _ = tokio::time::timeout(Duration::from_secs(1), server.shutdown()).await;
         anyhow::bail!("RegisterPlugin failed: {e}");
     }
+    service.set_runtime(client.clone());
     Metrics::count(&metrics.nri_connections, "registered");
     tracing::info!(socket = %options.socket.display(), name = %options.plugin_name, idx = %options.plugin_idx, "registered with the runtime");
     tokio::select! {

@@ -5,7 +5,7 @@
 //! outcome: the runtime never sees a plugin error for an event the plugin
 //! subscribed to, and a container is never failed by the plugin.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -26,6 +26,10 @@ pub struct PluginService {
     /// `Synchronize` chunks received with `more` set, answered together
     /// with the last one.
     pending_sync: Mutex<(Vec<api::PodSandbox>, Vec<api::Container>)>,
+    /// The runtime's service (conn 2), once registered: the updates of an
+    /// event that has no answer to carry them (`StateChange`) go to its
+    /// `UpdateContainers`.
+    runtime: OnceLock<api_ttrpc::RuntimeClient>,
 }
 
 impl PluginService {
@@ -37,7 +41,75 @@ impl PluginService {
             deadline,
             configured: Arc::new(tokio::sync::Notify::new()),
             pending_sync: Mutex::new((Vec::new(), Vec::new())),
+            runtime: OnceLock::new(),
         }
+    }
+
+    /// The runtime's service for unsolicited updates (set once, after
+    /// registration).
+    pub fn set_runtime(&self, client: api_ttrpc::RuntimeClient) {
+        let _ = self.runtime.set(client);
+    }
+
+    /// Send `updates` to the runtime's `UpdateContainers` without waiting:
+    /// the event's own answer must not wait on a call back into the runtime
+    /// (which may still be dispatching that event). A failure is logged and
+    /// counted; `Synchronize` repairs what it left.
+    fn push_updates(&self, event: &'static str, updates: Vec<api::ContainerUpdate>) {
+        if updates.is_empty() {
+            return;
+        }
+        let Some(client) = self.runtime.get().cloned() else {
+            tracing::warn!(
+                event,
+                updates = updates.len(),
+                "shared-pool updates not sent: not registered with the runtime"
+            );
+            return;
+        };
+        let metrics = self.metrics.clone();
+        let deadline = self.deadline;
+        tokio::spawn(async move {
+            let mut req = api::UpdateContainersRequest::new();
+            let n = updates.len();
+            req.update = updates;
+            let outcome = match client
+                .update_containers(
+                    ttrpc::context::with_timeout(deadline.as_nanos() as i64),
+                    &req,
+                )
+                .await
+            {
+                Ok(resp) if resp.failed.is_empty() => {
+                    tracing::info!(event, updates = n, "shared-pool updates sent");
+                    "answered"
+                }
+                Ok(resp) => {
+                    let failed: Vec<&str> = resp
+                        .failed
+                        .iter()
+                        .map(|u| u.container_id.as_str())
+                        .collect();
+                    tracing::warn!(
+                        event,
+                        ?failed,
+                        "the runtime failed some shared-pool updates"
+                    );
+                    "error"
+                }
+                Err(e) => {
+                    tracing::warn!(event, error = %e, "shared-pool updates not applied by the runtime");
+                    "error"
+                }
+            };
+            metrics
+                .nri_events
+                .get_or_create(&NriEventLabels {
+                    event: "update_containers".into(),
+                    outcome: outcome.into(),
+                })
+                .inc();
+        });
     }
 
     /// Run `work` on the engine within the deadline; `None` on an error or
@@ -229,14 +301,19 @@ impl api_ttrpc::Plugin for PluginService {
         req: api::StopContainerRequest,
     ) -> ttrpc::Result<api::StopContainerResponse> {
         let subject = subject(req.pod.as_ref(), req.container.as_ref());
-        self.answer("stop_container", subject, move |engine| {
-            let pod = req.pod.unwrap_or_default();
-            let container = req.container.unwrap_or_default();
-            let outcome = engine.release_container(&pod, &container, false)?;
-            Ok(((), outcome, "released".to_string()))
-        })
-        .await;
-        Ok(api::StopContainerResponse::new())
+        let updates = self
+            .answer("stop_container", subject, move |engine| {
+                let pod = req.pod.unwrap_or_default();
+                let container = req.container.unwrap_or_default();
+                let (outcome, updates) = engine.release_container(&pod, &container, false)?;
+                let detail = format!("released shared_pool_updates={}", updates.len());
+                Ok((updates, outcome, detail))
+            })
+            .await
+            .unwrap_or_default();
+        let mut resp = api::StopContainerResponse::new();
+        resp.update = updates;
+        Ok(resp)
     }
 
     async fn state_change(
@@ -257,25 +334,30 @@ impl api_ttrpc::Plugin for PluginService {
                 .await;
             }
             event::REMOVE_POD_SANDBOX => {
-                self.answer("remove_pod_sandbox", subject, move |engine| {
-                    let outcome = engine.remove_pod_sandbox(&pod)?;
-                    Ok(((), outcome, "released".to_string()))
-                })
-                .await;
+                let updates = self
+                    .answer("remove_pod_sandbox", subject, move |engine| {
+                        let (outcome, updates) = engine.remove_pod_sandbox(&pod)?;
+                        let detail = format!("released shared_pool_updates={}", updates.len());
+                        Ok((updates, outcome, detail))
+                    })
+                    .await;
+                self.push_updates("remove_pod_sandbox", updates.unwrap_or_default());
             }
-            event::STOP_CONTAINER => {
-                self.answer("stop_container", subject, move |engine| {
-                    let outcome = engine.release_container(&pod, &container, false)?;
-                    Ok(((), outcome, "released".to_string()))
-                })
-                .await;
-            }
-            event::REMOVE_CONTAINER => {
-                self.answer("remove_container", subject, move |engine| {
-                    let outcome = engine.release_container(&pod, &container, true)?;
-                    Ok(((), outcome, "released".to_string()))
-                })
-                .await;
+            event::STOP_CONTAINER | event::REMOVE_CONTAINER => {
+                let (name, forget) = if kind == event::STOP_CONTAINER {
+                    ("stop_container", false)
+                } else {
+                    ("remove_container", true)
+                };
+                let updates = self
+                    .answer(name, subject, move |engine| {
+                        let (outcome, updates) =
+                            engine.release_container(&pod, &container, forget)?;
+                        let detail = format!("released shared_pool_updates={}", updates.len());
+                        Ok((updates, outcome, detail))
+                    })
+                    .await;
+                self.push_updates(name, updates.unwrap_or_default());
             }
             other => {
                 tracing::debug!(event = other, %subject, "NRI state change not subscribed to; ignored");
