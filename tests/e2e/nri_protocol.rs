@@ -5,9 +5,9 @@
 //! with the messages and services generated from the vendored `api.proto`.
 //! It drives the `podpolicy nri` binary through registration, Configure,
 //! Synchronize and the container events, and covers what a real runtime
-//! cannot produce on demand: a hostile policy, a runtime restart, and a
-//! call of a newer runtime's method (`UpdatePodSandbox`, which NRI v0.8.0
-//! does not have). Every expected value comes from `podpolicy explain` (the
+//! cannot produce on demand: a hostile policy, a runtime restart, a newer
+//! runtime's `UpdatePodSandbox` (NRI v0.10+; containerd 2.1 here has v0.8.0)
+//! and a method no runtime has yet. Every expected value comes from `podpolicy explain` (the
 //! component) for the same pod.
 
 use std::path::{Path, PathBuf};
@@ -90,6 +90,15 @@ fn ctx() -> ttrpc::context::Context {
 
 impl Session {
     async fn accept(listener: &tokio::net::UnixListener) -> Session {
+        Session::accept_as(listener, "stand-in", "nri-v0.8.0").await
+    }
+
+    /// Accept a connection, configuring it as `runtime_name` `runtime_version`.
+    async fn accept_as(
+        listener: &tokio::net::UnixListener,
+        runtime_name: &str,
+        runtime_version: &str,
+    ) -> Session {
         let (stream, _) = tokio::time::timeout(Duration::from_secs(30), listener.accept())
             .await
             .expect("the plugin connects within 30 s")
@@ -116,8 +125,8 @@ impl Session {
             .expect("RegisterPlugin within 10 s")
             .expect("a registration");
         let mut configure = api::ConfigureRequest::new();
-        configure.runtime_name = "stand-in".into();
-        configure.runtime_version = "nri-v0.8.0".into();
+        configure.runtime_name = runtime_name.into();
+        configure.runtime_version = runtime_version.into();
         configure.registration_timeout = 5000;
         configure.request_timeout = REQUEST_TIMEOUT.as_millis() as i64;
         let events = plugin
@@ -526,12 +535,12 @@ fn nri_plugin_answers_a_stand_in_runtime_as_explain_computes() {
             resized_app["cgroup"]["cpu.weight"].as_str().unwrap()
         );
 
-        // A newer runtime's method (UpdatePodSandbox is not in v0.8.0, and the
-        // plugin never subscribes to it): an error for that call only; the
-        // connection stays up and the next request is answered.
+        // A future runtime's method the plugin does not know: an error for
+        // that call only; the connection stays up and the next request is
+        // answered.
         let call = ttrpc::proto::Request {
             service: "nri.pkg.api.v1alpha1.Plugin".into(),
-            method: "UpdatePodSandbox".into(),
+            method: "SomeFutureEvent".into(),
             timeout_nano: REQUEST_TIMEOUT.as_nanos() as i64,
             ..Default::default()
         };
@@ -539,7 +548,7 @@ fn nri_plugin_answers_a_stand_in_runtime_as_explain_computes() {
             Err(ttrpc::error::Error::RpcStatus(status)) => {
                 assert_eq!(status.code(), ttrpc::Code::UNIMPLEMENTED, "{status:?}");
             }
-            other => panic!("UpdatePodSandbox: expected Unimplemented, got {other:?}"),
+            other => panic!("SomeFutureEvent: expected Unimplemented, got {other:?}"),
         }
         // The runtime already set a higher oom_score_adj than the policy's
         // (restrict_oom_score_adj clamps it to the runtime's own): it is not
@@ -711,6 +720,74 @@ fn nri_plugin_places_and_frees_exclusive_cpus() {
         session.close().await;
     });
     plugin.stop();
+}
+
+const POD_LEVEL_POD: &str = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"pooled","namespace":"default","uid":"8d3c6f0e-0000-4000-8000-00000000a001"},
+"spec":{"resources":{"requests":{"cpu":"1","memory":"256Mi"},"limits":{"cpu":"2","memory":"512Mi"}},
+"containers":[{"name":"app","image":"x"}]}}"#;
+
+/// A runtime of NRI v0.10+ (containerd 2.2): the plugin subscribes to
+/// `UpdatePodSandbox` too, and a pod-level resize rewrites the pod cgroup
+/// as `explain` computes it for the resized pod; containerd 2.1 (v0.8.0)
+/// does not get the event (it would close the connection).
+#[test]
+fn nri_plugin_follows_a_pod_level_resize_on_a_newer_runtime() {
+    let dir = temp_dir("nri-pod-resize");
+    let node = dir.join("node.yaml");
+    std::fs::write(&node, V2_NODE).unwrap();
+    let (_, pod_entry) = explain(&dir, POD_LEVEL_POD, &node, &[]);
+    let resized_pod = POD_LEVEL_POD.replace(
+        r#"{"requests":{"cpu":"1","memory":"256Mi"},"limits":{"cpu":"2","memory":"512Mi"}}"#,
+        r#"{"requests":{"cpu":"1500m","memory":"256Mi"},"limits":{"cpu":"3","memory":"768Mi"}}"#,
+    );
+    assert_ne!(resized_pod, POD_LEVEL_POD);
+    let (_, resized_entry) = explain(&dir, &resized_pod, &node, &[]);
+    assert_ne!(pod_entry["podCgroup"], resized_entry["podCgroup"]);
+    let rt = runtime();
+    let listener = rt.block_on(async { listen(&dir) });
+    let plugin = PluginProcess::start(&dir, &["--node", node.to_str().unwrap()]);
+    let pod_dir = dir
+        .join("cgroup/kubepods/burstable")
+        .join(format!("pod{UID}"));
+    let read_pod_files = |entry: &Value| {
+        for (file, value) in entry["podCgroup"].as_object().unwrap() {
+            assert_eq!(
+                std::fs::read_to_string(pod_dir.join(file)).unwrap().trim(),
+                value.as_str().unwrap(),
+                "pod cgroup {file}"
+            );
+        }
+    };
+    rt.block_on(async {
+        // containerd 2.1.9 (NRI v0.8.0): not subscribed.
+        let old = Session::accept_as(&listener, "containerd", "2.1.9+unknown").await;
+        assert_eq!(old.events, 0x68d);
+        old.close().await;
+        // containerd 2.2 (NRI v0.10.0): subscribed.
+        let session = Session::accept_as(&listener, "containerd", "v2.2.0").await;
+        assert_eq!(session.events, 0x68d | 0x800, "{:#x}", session.events);
+        let pod = sandbox("sb1", "pooled", "/kubepods/burstable", Some(POD_LEVEL_POD));
+        session.state_change(1, &pod, None).await; // RUN_POD_SANDBOX
+        read_pod_files(&pod_entry);
+        // The kubelet resized the pod: 1 -> 1.5 CPUs requested, limits
+        // 2 -> 3 CPUs and 512Mi -> 768Mi; the runtime passes the new
+        // sandbox resources (the kubelet's CRI conversion of them).
+        let mut req = api::UpdatePodSandboxRequest::new();
+        req.pod = Some(pod.clone()).into();
+        req.linux_resources = Some(resources(1536, 300_000, 768 << 20)).into();
+        session
+            .plugin
+            .update_pod_sandbox(ctx(), &req)
+            .await
+            .expect("UpdatePodSandbox answered");
+        read_pod_files(&resized_entry);
+        session.close().await;
+    });
+    let log = plugin.stop();
+    assert!(
+        log.contains("update_pod_sandbox") && log.contains("pod_files_written="),
+        "{log}"
+    );
 }
 
 /// A hostile policy (trap, endless loop): every answer is "no change"

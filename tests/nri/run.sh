@@ -376,6 +376,23 @@ plugin_kill
 flow remove --tag-prefix ''
 t_flow=$(elapsed "$t_flow0")
 
+# The plugin's answer time per event, from its own log lines (the time from
+# the request reaching the plugin to its answer; debug or release as built).
+echo "nri-test plugin answer times (ms, from logs/plugin-*.log; $PP):"
+python3 - logs/plugin-*.log <<'PY'
+import re, sys
+times = {}
+for path in sys.argv[1:]:
+    for line in open(path, errors="replace"):
+        m = re.search(r'NRI event event="([a-z_]+)".* elapsed_ms=([0-9.]+)', line)
+        if m:
+            times.setdefault(m.group(1), []).append(float(m.group(2)))
+for event, ts in sorted(times.items()):
+    ts.sort()
+    at = lambda q: ts[min(len(ts) - 1, int(len(ts) * q))]
+    print(f"  {event:20} n={len(ts):4}  p50={at(0.5):8.2f}  p99={at(0.99):8.2f}  max={ts[-1]:8.2f}")
+PY
+
 passed=$(grep -c '^ok ' results.txt || true)
 failed=$(grep -c '^FAIL ' results.txt || true)
 echo "nri-test timing: packages=${t_packages}s python=${t_python}s podpolicy=${t_podpolicy}s" \

@@ -732,6 +732,34 @@ impl Engine {
         Ok((Outcome::Answered, format!("pod_files_written={n}")))
     }
 
+    /// `UpdatePodSandbox` (a pod-level resize, NRI v0.10+): the pod cgroup's
+    /// values for the pod's new resources. NRI has no adjustment for a
+    /// sandbox: they are written through the one cgroup writer.
+    pub fn update_pod_sandbox(
+        &mut self,
+        sandbox: &api::PodSandbox,
+        resources: &api::LinuxResources,
+    ) -> Result<(Outcome, String)> {
+        self.remember_sandbox(sandbox);
+        let rebuilt = self.rebuild(sandbox, None, None)?;
+        let rebuilt = pod_from_nri::with_pod_resources(rebuilt, resources)?;
+        let policy = self.slot.current();
+        let (eval, _) = self.evaluate(&policy, &rebuilt)?;
+        let n = self.write_pod_cgroup(sandbox, &eval)?;
+        Ok((
+            if n > 0 {
+                Outcome::Answered
+            } else {
+                Outcome::Nothing
+            },
+            format!(
+                "qos={} source={} pod_files_written={n}",
+                qos_name(eval.qos_class),
+                rebuilt.source.as_str()
+            ),
+        ))
+    }
+
     /// `RemovePodSandbox`: release what the pod still holds and forget it;
     /// the updates move the shared-pool containers onto the CPUs it freed.
     pub fn remove_pod_sandbox(

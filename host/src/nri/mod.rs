@@ -7,7 +7,9 @@
 //! - [`engine`]: the synchronous core: evaluate, admit, release, commit, pod cgroups.
 //! - [`pod_from_nri`]: the policy's inputs rebuilt from what NRI carries.
 //! - [`proto`]: messages and ttrpc services generated from the vendored
-//!   NRI v0.8.0 `api.proto` (`host/proto/nri/`).
+//!   NRI v0.12.2 `api.proto` (`host/proto/nri/`); it speaks to runtimes of
+//!   NRI v0.8.0 and later (protobuf fields only ever get added), and
+//!   subscribes only to the events the runtime's version knows.
 //!
 //! [`run`] dials the socket (retrying with backoff while it is missing),
 //! serves conn 1, registers on conn 2, and reconnects when the runtime
@@ -19,7 +21,7 @@ pub mod plugin;
 pub mod pod_from_nri;
 
 pub mod proto {
-    //! Generated from `host/proto/nri/api.proto` (NRI v0.8.0) by `build.rs`.
+    //! Generated from `host/proto/nri/api.proto` (NRI v0.12.2) by `build.rs`.
     #![allow(missing_docs, clippy::all, clippy::pedantic, unused_qualifications)]
     #![allow(
         non_camel_case_types,
@@ -62,7 +64,10 @@ use crate::metrics::Metrics;
 use crate::runtime::{Cache, Limits};
 use crate::swap::{PolicySlot, short};
 
-/// NRI v0.8.0's event numbers (`Event` in `api.proto`).
+/// The NRI release of the vendored `api.proto`, sent in `RegisterPlugin`.
+pub const PROTO_VERSION: &str = "v0.12.2";
+
+/// NRI's event numbers (`Event` in `api.proto`; stable since v0.2).
 pub mod event {
     /// `RUN_POD_SANDBOX`.
     pub const RUN_POD_SANDBOX: i32 = 1;
@@ -78,8 +83,10 @@ pub mod event {
     pub const STOP_CONTAINER: i32 = 10;
     /// `REMOVE_CONTAINER`.
     pub const REMOVE_CONTAINER: i32 = 11;
-    /// `LAST`: every valid event is below it (v0.8.0: mask `0x7ff`).
-    pub const LAST: i32 = 12;
+    /// `UPDATE_POD_SANDBOX` (NRI v0.10.0 and later: a pod-level resize).
+    pub const UPDATE_POD_SANDBOX: i32 = 12;
+    /// `LAST` up to NRI v0.9: every valid event is below it (mask `0x7ff`).
+    pub const LAST_BEFORE_V0_10: i32 = 12;
 }
 
 /// The bit of one event in `ConfigureResponse.events`.
@@ -87,21 +94,91 @@ pub const fn bit(event: i32) -> i32 {
     1 << (event - 1)
 }
 
-/// The events the plugin subscribes to; it implements each one's RPC
-/// (`CreateContainer`, `UpdateContainer`, `StopContainer`, `StateChange`).
-/// Every one exists in NRI v0.8.0 (containerd 2.1): a runtime closes the
-/// connection of a plugin that subscribes to an event it does not know.
-pub const EVENT_MASK: i32 = bit(event::RUN_POD_SANDBOX)
+/// The events every supported runtime knows, each implemented by the
+/// plugin (`CreateContainer`, `UpdateContainer`, `StopContainer`,
+/// `StateChange`): a runtime closes the connection of a plugin that
+/// subscribes to an event it does not know.
+pub const BASE_EVENTS: i32 = bit(event::RUN_POD_SANDBOX)
     | bit(event::REMOVE_POD_SANDBOX)
     | bit(event::CREATE_CONTAINER)
     | bit(event::UPDATE_CONTAINER)
     | bit(event::STOP_CONTAINER)
     | bit(event::REMOVE_CONTAINER);
 
-/// The mask of every event NRI v0.8.0 knows.
-pub const VALID_EVENTS: i32 = bit(event::LAST) - 1;
+/// The mask of every event NRI v0.8.0 / v0.9 knows.
+pub const EVENTS_BEFORE_V0_10: i32 = bit(event::LAST_BEFORE_V0_10) - 1;
 
-const _: () = assert!(EVENT_MASK & !VALID_EVENTS == 0);
+const _: () = assert!(BASE_EVENTS & !EVENTS_BEFORE_V0_10 == 0);
+
+/// What the plugin knows of the runtime's NRI from `Configure`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuntimeNri {
+    /// The runtime's NRI version as (major, minor, patch), when it said
+    /// (`NRI_version`, NRI v0.12+) or its name and version tell.
+    pub version: Option<(u64, u64, u64)>,
+    /// Whether it has `UpdatePodSandbox` (NRI v0.10.0; CRI-O 1.33 ships
+    /// a pre-release NRI that has it).
+    pub update_pod_sandbox: bool,
+    /// How that was found, for the log line.
+    pub basis: String,
+}
+
+/// `v2.1.9`, `2.1.9+unknown`, `v0.9.1-0.2025...` -> (2, 1, 9) ...
+fn parse_version(text: &str) -> Option<(u64, u64, u64)> {
+    let core = text.trim().trim_start_matches('v');
+    let core = core.split(['-', '+', ' ']).next()?;
+    let mut parts = core.split('.').map(|p| p.parse::<u64>().ok());
+    let major = parts.next()??;
+    let minor = parts.next().flatten().unwrap_or(0);
+    let patch = parts.next().flatten().unwrap_or(0);
+    Some((major, minor, patch))
+}
+
+/// The runtime's NRI, from what `Configure` carries: the NRI version when
+/// the runtime sends it, else the runtime's own release (the NRI each
+/// containerd and CRI-O release vendors: containerd 2.2 and CRI-O 1.34 ship
+/// v0.10.0, CRI-O 1.33 a pre-release with `UpdatePodSandbox`; the NRI
+/// project's own stub infers the same way). An unknown runtime gets the
+/// events every NRI version knows.
+pub fn runtime_nri(runtime_name: &str, runtime_version: &str, nri_version: &str) -> RuntimeNri {
+    if let Some(v) = parse_version(nri_version).filter(|_| !nri_version.is_empty()) {
+        return RuntimeNri {
+            version: Some(v),
+            update_pod_sandbox: v >= (0, 10, 0),
+            basis: format!("the runtime's NRI version {nri_version}"),
+        };
+    }
+    let release = parse_version(runtime_version);
+    let (version, update_pod_sandbox) = match (runtime_name, release) {
+        ("containerd", Some(r)) if r >= (2, 2, 0) => (Some((0, 10, 0)), true),
+        ("containerd", Some(r)) if r >= (1, 7, 26) => (Some((0, 8, 0)), false),
+        ("cri-o", Some(r)) if r >= (1, 34, 0) => (Some((0, 10, 0)), true),
+        ("cri-o", Some(r)) if r >= (1, 33, 0) => (Some((0, 9, 1)), true),
+        _ => (None, false),
+    };
+    let basis = match version {
+        Some(_) => format!("inferred from {runtime_name} {runtime_version}"),
+        None => format!(
+            "unknown for {runtime_name:?} {runtime_version:?}: the events every NRI version knows"
+        ),
+    };
+    RuntimeNri {
+        version,
+        update_pod_sandbox,
+        basis,
+    }
+}
+
+impl RuntimeNri {
+    /// The events to subscribe to.
+    pub fn events(&self) -> i32 {
+        if self.update_pod_sandbox {
+            BASE_EVENTS | bit(event::UPDATE_POD_SANDBOX)
+        } else {
+            BASE_EVENTS
+        }
+    }
+}
 
 /// The longest the plugin takes to answer one request (the runtime's
 /// default plugin request timeout is 2 s): past it, "no change".
@@ -302,6 +379,7 @@ async fn serve_connection(
     let mut request = api::RegisterPluginRequest::new();
     request.plugin_name = options.plugin_name.clone();
     request.plugin_idx = options.plugin_idx.clone();
+    request.NRI_version = PROTO_VERSION.into();
     let registered = tokio::select! {
         r = client.register_plugin(ttrpc::context::with_timeout(5_000_000_000), &request) => r,
         _ = mux.closed() => {
@@ -324,4 +402,46 @@ async fn serve_connection(
     drop(client);
     drop(mux);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_runtimes_nri_version_picks_update_pod_sandbox() {
+        // containerd 2.1 vendors NRI v0.8.0 and closes a plugin that
+        // subscribes to UpdatePodSandbox (seen with 2.1.9 here).
+        let c21 = runtime_nri("containerd", "2.1.9+unknown", "");
+        assert!(!c21.update_pod_sandbox);
+        assert_eq!(c21.events(), 0x68d);
+        assert_eq!(c21.events() & !EVENTS_BEFORE_V0_10, 0);
+        let c22 = runtime_nri("containerd", "v2.2.0", "");
+        assert!(c22.update_pod_sandbox);
+        assert_eq!(c22.events(), 0x68d | 0x800);
+        assert!(runtime_nri("cri-o", "1.33.2", "").update_pod_sandbox);
+        assert!(!runtime_nri("cri-o", "1.32.9", "").update_pod_sandbox);
+        assert!(runtime_nri("cri-o", "v1.34.1", "").update_pod_sandbox);
+        // The version the runtime states wins over the inference.
+        assert!(!runtime_nri("containerd", "v2.3.0", "v0.9.0").update_pod_sandbox);
+        assert!(runtime_nri("something", "1.0", "v0.12.2").update_pod_sandbox);
+        // Unknown runtimes and unparsable versions: the base events only.
+        for (name, version) in [("stand-in", "nri-v0.8.0"), ("containerd", "main"), ("", "")] {
+            let nri = runtime_nri(name, version, "unknown");
+            assert_eq!(nri.events(), BASE_EVENTS, "{name} {version}");
+            assert_eq!(nri.version, None);
+        }
+    }
+
+    #[test]
+    fn versions_parse_as_runtimes_print_them() {
+        assert_eq!(parse_version("2.1.9+unknown"), Some((2, 1, 9)));
+        assert_eq!(
+            parse_version("v0.9.1-0.20250219030224-e597e7849f24"),
+            Some((0, 9, 1))
+        );
+        assert_eq!(parse_version("v1.34"), Some((1, 34, 0)));
+        assert_eq!(parse_version("devel"), None);
+        assert_eq!(parse_version(""), None);
+    }
 }

@@ -13,7 +13,7 @@ use ttrpc::r#async::TtrpcContext;
 
 use super::engine::{Engine, Outcome};
 use super::proto::{api, api_ttrpc};
-use super::{EVENT_MASK, event};
+use super::{event, runtime_nri};
 use crate::metrics::{Metrics, NriEventLabels};
 
 /// The plugin service.
@@ -181,11 +181,16 @@ impl api_ttrpc::Plugin for PluginService {
         _ctx: &TtrpcContext,
         req: api::ConfigureRequest,
     ) -> ttrpc::Result<api::ConfigureResponse> {
+        let nri = runtime_nri(&req.runtime_name, &req.runtime_version, &req.NRI_version);
+        let events = nri.events();
         tracing::info!(
             runtime = %req.runtime_name,
             version = %req.runtime_version,
+            nri_version = %req.NRI_version,
+            nri = %nri.basis,
+            update_pod_sandbox = nri.update_pod_sandbox,
             request_timeout_ms = req.request_timeout,
-            events = format!("{EVENT_MASK:#x}"),
+            events = format!("{events:#x}"),
             "NRI configure"
         );
         if req.request_timeout > 0 && self.deadline.as_millis() as i64 >= req.request_timeout {
@@ -204,7 +209,7 @@ impl api_ttrpc::Plugin for PluginService {
             .inc();
         self.configured.notify_one();
         let mut resp = api::ConfigureResponse::new();
-        resp.events = EVENT_MASK;
+        resp.events = events;
         Ok(resp)
     }
 
@@ -314,6 +319,22 @@ impl api_ttrpc::Plugin for PluginService {
         let mut resp = api::StopContainerResponse::new();
         resp.update = updates;
         Ok(resp)
+    }
+
+    async fn update_pod_sandbox(
+        &self,
+        _ctx: &TtrpcContext,
+        req: api::UpdatePodSandboxRequest,
+    ) -> ttrpc::Result<api::UpdatePodSandboxResponse> {
+        let subject = subject(req.pod.as_ref(), None);
+        self.answer("update_pod_sandbox", subject, move |engine| {
+            let pod = req.pod.unwrap_or_default();
+            let resources = req.linux_resources.unwrap_or_default();
+            let (outcome, detail) = engine.update_pod_sandbox(&pod, &resources)?;
+            Ok(((), outcome, detail))
+        })
+        .await;
+        Ok(api::UpdatePodSandboxResponse::new())
     }
 
     async fn state_change(

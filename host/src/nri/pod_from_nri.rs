@@ -313,6 +313,65 @@ pub fn rebuild(
     })
 }
 
+/// A pod-level resize (`UpdatePodSandbox`, NRI v0.10+): the pod-level
+/// `resources` of `rebuilt` become the inverse of the kubelet's CRI
+/// conversion of `resources` (the pod's new `LinuxPodSandboxConfig`
+/// resources): CPU shares -> the CPU request (Burstable), CFS quota -> the
+/// CPU limit, the memory and hugepage limits. What the CRI does not carry
+/// (the memory request) keeps its value from the spec. A pod without
+/// pod-level `resources` is returned unchanged: its sandbox values are the
+/// sums of its containers', which their own `UpdateContainer` events carry.
+pub fn with_pod_resources(rebuilt: Rebuilt, resources: &api::LinuxResources) -> Result<Rebuilt> {
+    let Rebuilt {
+        doc,
+        source,
+        parent_qos,
+    } = rebuilt;
+    let mut json = doc.json;
+    let Some(old) = json.get("spec").and_then(|s| s.get("resources")).cloned() else {
+        return Ok(Rebuilt {
+            doc: PodDocument { json, ..doc },
+            source,
+            parent_qos,
+        });
+    };
+    let mut new = container_resources(Some(resources), parent_qos);
+    for (list, names) in [("requests", ["memory"]), ("limits", ["memory"])] {
+        for name in names {
+            let kept = old.get(list).and_then(|l| l.get(name)).cloned();
+            let has = new.get(list).and_then(|l| l.get(name)).is_some();
+            if let (Some(kept), false) = (kept, has) {
+                let entry = new
+                    .as_object_mut()
+                    .expect("container_resources returns an object")
+                    .entry(list)
+                    .or_insert_with(|| json!({}));
+                if let Some(map) = entry.as_object_mut() {
+                    map.insert(name.into(), kept);
+                }
+            }
+        }
+    }
+    json["spec"]["resources"] = new;
+    let pod = crate::pod_input::pod_from_json(&json)
+        .map_err(|e| anyhow!("{e:#}"))
+        .with_context(|| {
+            format!(
+                "{}: the pod-level resources of an UpdatePodSandbox",
+                doc.origin
+            )
+        })?;
+    Ok(Rebuilt {
+        doc: PodDocument {
+            origin: doc.origin,
+            json,
+            pod,
+        },
+        source,
+        parent_qos,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
