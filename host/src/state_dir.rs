@@ -300,7 +300,8 @@ thread_local! {
 }
 
 struct CrashPoints {
-    armed: Option<String>,
+    /// The armed point and how many more passes reach it before it fires.
+    armed: Option<(String, usize)>,
     trace: Option<Vec<String>>,
 }
 
@@ -315,7 +316,13 @@ pub fn crash_point(name: &str) {
         if let Some(trace) = c.trace.as_mut() {
             trace.push(name.to_string());
         }
-        c.armed.as_deref() == Some(name)
+        match c.armed.as_mut() {
+            Some((armed, left)) if armed == name => {
+                *left = left.saturating_sub(1);
+                *left == 0
+            }
+            _ => false,
+        }
     });
     if hit {
         CRASH.with(|c| c.borrow_mut().armed = None);
@@ -326,7 +333,14 @@ pub fn crash_point(name: &str) {
 /// Arm (or, with `None`, disarm) the crash point `name` on this thread.
 #[doc(hidden)]
 pub fn arm_crash_point(name: Option<&str>) {
-    CRASH.with(|c| c.borrow_mut().armed = name.map(str::to_string));
+    arm_crash_point_nth(name, 1);
+}
+
+/// Arm the crash point `name` on this thread to fire on its `nth` pass
+/// (1 = the first).
+#[doc(hidden)]
+pub fn arm_crash_point_nth(name: Option<&str>, nth: usize) {
+    CRASH.with(|c| c.borrow_mut().armed = name.map(|n| (n.to_string(), nth.max(1))));
 }
 
 /// Start recording the crash points this thread passes.

@@ -16,6 +16,8 @@
 //! - `managers`: KEP-5526 admission and release through the component on a
 //!   fixture machine: the KEP's examples and tables, errors, properties.
 //! - `memory_qos`: KEP-2570 tables, factor validation, node-level sums.
+//! - `nri_faults`: the NRI plugin's state under crashes at every step boundary and
+//!   SIGKILL at random moments, recovered by `Synchronize`.
 //! - `nri_protocol`: `podpolicy nri` against a stand-in runtime (not containerd) over
 //!   NRI's multiplexed ttrpc: registration, events, fail-open, reconnection.
 //! - `node_inputs`: node files, Kubernetes Nodes and KubeletConfigurations, the node-file schema.
@@ -51,6 +53,7 @@ mod memory_qos;
 mod node_faults;
 mod node_inputs;
 mod node_state;
+mod nri_faults;
 mod nri_protocol;
 mod outputs;
 mod pod_inputs;

@@ -101,7 +101,7 @@ fn start_agent(n: &Node, node: &str) -> Agent {
 
 /// Every CPU assignment in the CPU checkpoint: (pod uid, container or
 /// `(pod)`) -> CPUs.
-fn cpu_assignments(state: &Path) -> BTreeMap<(String, String), BTreeSet<u32>> {
+pub(crate) fn cpu_assignments(state: &Path) -> BTreeMap<(String, String), BTreeSet<u32>> {
     let text = std::fs::read_to_string(state.join("cpu_manager_state")).unwrap_or_default();
     let mut out = BTreeMap::new();
     if text.is_empty() {
@@ -122,7 +122,7 @@ fn cpu_assignments(state: &Path) -> BTreeMap<(String, String), BTreeSet<u32>> {
 }
 
 /// The pod uids the CPU and memory checkpoints hold anything for.
-fn checkpoint_uids(state: &Path) -> BTreeSet<String> {
+pub(crate) fn checkpoint_uids(state: &Path) -> BTreeSet<String> {
     let mut uids: BTreeSet<String> = cpu_assignments(state).into_keys().map(|(u, _)| u).collect();
     let text = std::fs::read_to_string(state.join("memory_manager_state")).unwrap_or_default();
     if !text.is_empty() {
@@ -141,7 +141,7 @@ fn checkpoint_uids(state: &Path) -> BTreeSet<String> {
 }
 
 /// No CPU is held twice, and no default-set CPU is assigned.
-fn assert_no_double_assignment(state: &Path, context: &str) {
+pub(crate) fn assert_no_double_assignment(state: &Path, context: &str) {
     let mut seen: BTreeMap<u32, (String, String)> = BTreeMap::new();
     for (owner, cpus) in cpu_assignments(state) {
         if owner.1 == "(pod)" {
@@ -172,7 +172,7 @@ fn pod_cgroup_dirs(cgroups: &Path) -> BTreeSet<String> {
     out
 }
 
-fn leftovers(state: &Path) -> Vec<String> {
+pub(crate) fn leftovers(state: &Path) -> Vec<String> {
     std::fs::read_dir(state)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

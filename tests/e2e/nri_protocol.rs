@@ -996,3 +996,141 @@ fn nri_create_latency() {
         "p99 within half the runtime's timeout"
     );
 }
+
+/// `podpolicy nri` killed with SIGKILL at random moments while the runtime
+/// creates and removes pods with exclusive CPUs (the runtime goes on
+/// without the plugin: a create whose answer was lost runs with the
+/// runtime's values, a removal happens anyway). After the last restart the
+/// runtime's `Synchronize` of what runs leaves exactly those pods holding
+/// CPUs, none twice, the record listing exactly them, and no half-written
+/// file.
+#[test]
+fn nri_plugin_killed_at_random_moments_recovers_at_synchronize() {
+    use crate::node_faults::{assert_no_double_assignment, checkpoint_uids, leftovers};
+    use crate::nri_faults::{Workload, workload};
+    use std::collections::BTreeSet;
+
+    let dir = temp_dir("nri-kill9");
+    let root = workspace();
+    let node = root.join("fixtures/nodes/dual-socket-static.yaml");
+    let sysfs = root.join("fixtures/sysfs/topoDualSocketHT");
+    let args = [
+        "--node",
+        node.to_str().unwrap(),
+        "--sysfs",
+        sysfs.to_str().unwrap(),
+    ];
+    let pods: Vec<Workload> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|n| workload(n, Some(2)))
+        .collect();
+    let mut live: BTreeSet<usize> = BTreeSet::new();
+    // Requests whose answer the kill cut off, and ones answered.
+    let (mut lost, mut answered) = (0usize, 0usize);
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let rt = runtime();
+    let listener = rt.block_on(async { listen(&dir) });
+    for round in 0..8 {
+        let mut plugin = PluginProcess::start(&dir, &args);
+        let pid = nix::unistd::Pid::from_raw(plugin.child.id() as i32);
+        let delay = Duration::from_millis(50 + next() % 300);
+        // Events until the kill cuts one off (at most 400: a round whose
+        // kill never lands fails the test below).
+        let choices: Vec<u64> = (0..400).map(|_| next()).collect();
+        rt.block_on(async {
+            let session = Session::accept(&listener).await;
+            let running: Vec<&Workload> = live.iter().map(|&i| &pods[i]).collect();
+            // The restart's Synchronize (its answer may be lost too).
+            let mut req = api::SynchronizeRequest::new();
+            req.pods = running.iter().map(|w| w.sandbox.clone()).collect();
+            req.containers = running.iter().map(|w| w.container.clone()).collect();
+            let _ = session.plugin.synchronize(ctx(), &req).await;
+            let killer = std::thread::spawn(move || {
+                std::thread::sleep(delay);
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            });
+            let mut cut = false;
+            for choice in choices {
+                if cut {
+                    break;
+                }
+                let i = (choice % pods.len() as u64) as usize;
+                let w = &pods[i];
+                if live.contains(&i) {
+                    // The runtime removes it whether or not the plugin hears.
+                    live.remove(&i);
+                    for (event, c) in [(11, Some(&w.container)), (3, None)] {
+                        let mut req = api::StateChangeEvent::new();
+                        req.event = protobuf::EnumOrUnknown::from_i32(event);
+                        req.pod = Some(w.sandbox.clone()).into();
+                        req.container = c.cloned().into();
+                        match session.plugin.state_change(ctx(), &req).await {
+                            Ok(_) => answered += 1,
+                            Err(_) => {
+                                lost += 1;
+                                cut = true;
+                            }
+                        }
+                    }
+                } else {
+                    live.insert(i);
+                    let mut req = api::CreateContainerRequest::new();
+                    req.pod = Some(w.sandbox.clone()).into();
+                    req.container = Some(w.container.clone()).into();
+                    match session.plugin.create_container(ctx(), &req).await {
+                        Ok(_) => answered += 1,
+                        Err(_) => {
+                            lost += 1;
+                            cut = true;
+                        }
+                    }
+                }
+            }
+            killer.join().unwrap();
+            assert!(cut, "round {round}: the kill did not cut off an event");
+            session.close().await;
+        });
+        let _ = plugin.child.wait();
+    }
+    assert!(
+        answered > 0,
+        "the kills must land among the events: {answered} answered, {lost} lost"
+    );
+    // The last restart: Synchronize of what runs.
+    let plugin = PluginProcess::start(&dir, &args);
+    let state = dir.join("state");
+    rt.block_on(async {
+        let session = Session::accept(&listener).await;
+        let running: Vec<&Workload> = live.iter().map(|&i| &pods[i]).collect();
+        let resp = session
+            .synchronize(
+                running.iter().map(|w| w.sandbox.clone()).collect(),
+                running.iter().map(|w| w.container.clone()).collect(),
+            )
+            .await;
+        assert_eq!(resp.update.len(), running.len(), "{:?}", resp.update);
+        session.close().await;
+    });
+    plugin.stop();
+    let want: BTreeSet<String> = live.iter().map(|&i| pods[i].sandbox.uid.clone()).collect();
+    assert_eq!(checkpoint_uids(&state), want, "checkpoint after kill -9");
+    assert_no_double_assignment(&state, "after kill -9");
+    let record: podpolicy::nri::engine::NriState = serde_json::from_slice(
+        &std::fs::read(state.join(podpolicy::nri::engine::STATE_FILE)).unwrap(),
+    )
+    .unwrap();
+    let recorded: BTreeSet<String> = record
+        .pods
+        .values()
+        .flat_map(|p| p.containers.keys().cloned())
+        .collect();
+    let want_ids: BTreeSet<String> = live.iter().map(|&i| pods[i].container.id.clone()).collect();
+    assert_eq!(recorded, want_ids, "the plugin's record after kill -9");
+    assert!(leftovers(&state).is_empty(), "{:?}", leftovers(&state));
+}

@@ -557,6 +557,13 @@ impl Engine {
                     }
                 }
             }
+            // A shared-pool container follows the pool as it is now (its
+            // record holds the pool of its last answer).
+            if record.shared
+                && let Some(pool) = self.shared_pool()
+            {
+                record.cpus = Some(pool);
+            }
             if record.cpus.is_some() || record.mems.is_some() {
                 let cpu = resources.cpu.mut_or_insert_default();
                 cpu.cpus = record.cpus.clone().unwrap_or_default();
@@ -905,6 +912,28 @@ impl Engine {
                     tracing::warn!(pod = %pod_label(sandbox), container = %c.name, error = %format!("{e:#}"), "synchronize: left as the runtime runs it");
                 }
             }
+        }
+        // Containers placed later in this pass shrank the pool the earlier
+        // shared-pool containers were answered with: all of them get the
+        // pool as it is at the end.
+        if let Some(pool) = self.shared_pool() {
+            for update in &mut updates {
+                let shared = self.state.pods.values_mut().find_map(|p| {
+                    p.containers
+                        .get_mut(&update.container_id)
+                        .filter(|c| c.shared)
+                });
+                if let Some(record) = shared {
+                    record.cpus = Some(pool.clone());
+                    let resources = update
+                        .linux
+                        .mut_or_insert_default()
+                        .resources
+                        .mut_or_insert_default();
+                    resources.cpu.mut_or_insert_default().cpus = pool.clone();
+                }
+            }
+            self.commit()?;
         }
         Ok((
             updates.clone(),
