@@ -74,7 +74,9 @@ pub(crate) fn workload(name: &str, cpus: Option<u32>) -> Workload {
     Workload { sandbox, container }
 }
 
-fn cri_resources(shares: u64, quota: i64, memory: i64) -> api::LinuxResources {
+/// The CRI resources the kubelet sends for a container (no CFS quota and
+/// period when `quota` is 0, no memory limit when `memory` is 0).
+pub(crate) fn cri_resources(shares: u64, quota: i64, memory: i64) -> api::LinuxResources {
     let mut r = api::LinuxResources::new();
     let mut cpu = api::LinuxCPU::new();
     cpu.shares = Some(api::OptionalUInt64 {

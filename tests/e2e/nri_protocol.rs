@@ -23,6 +23,7 @@ use tokio::sync::mpsc;
 use ttrpc::r#async::transport::{Listener, Socket};
 
 use crate::hostile_policy::{Hostility, component};
+use crate::nri_faults::cri_resources as resources;
 use crate::util::{cache_dir, embedded_variant, podpolicy, temp_dir, workspace};
 
 const UID: &str = "8d3c6f0e-0000-4000-8000-00000000a001";
@@ -310,36 +311,6 @@ fn sandbox(id: &str, name: &str, parent: &str, last_applied: Option<&str>) -> ap
     linux.cgroup_parent = format!("{parent}/pod{UID}");
     pod.linux = Some(linux).into();
     pod
-}
-
-/// The CRI resources the kubelet sends for a container.
-fn resources(shares: u64, quota: i64, memory: i64) -> api::LinuxResources {
-    let mut r = api::LinuxResources::new();
-    let mut cpu = api::LinuxCPU::new();
-    cpu.shares = Some(api::OptionalUInt64 {
-        value: shares,
-        ..Default::default()
-    })
-    .into();
-    cpu.quota = Some(api::OptionalInt64 {
-        value: quota,
-        ..Default::default()
-    })
-    .into();
-    cpu.period = Some(api::OptionalUInt64 {
-        value: 100_000,
-        ..Default::default()
-    })
-    .into();
-    r.cpu = Some(cpu).into();
-    let mut mem = api::LinuxMemory::new();
-    mem.limit = Some(api::OptionalInt64 {
-        value: memory,
-        ..Default::default()
-    })
-    .into();
-    r.memory = Some(mem).into();
-    r
 }
 
 fn container(id: &str, sandbox: &str, name: &str, r: api::LinuxResources) -> api::Container {
