@@ -6,7 +6,7 @@
 //! into cgroup files (`cpuset.cpus`, `cpuset.mems`, the quota of containers
 //! whose CFS quota is disabled) and refuses an empty cpuset before any write.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -505,6 +505,48 @@ pub fn release(
     }
     checkpoint::save(&locked, &state).context("saving the manager checkpoints")?;
     Ok(state)
+}
+
+/// Who holds manager state: the containers with entries in either
+/// manager's state, by pod UID; a pod with only a pod-level (KEP-5526)
+/// reservation is listed with no containers.
+pub fn manager_holders(state: &ManagerState) -> BTreeMap<String, BTreeSet<String>> {
+    let mut holders: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (uid, containers) in state
+        .cpu
+        .entries
+        .iter()
+        .map(|p| {
+            (
+                &p.pod_uid,
+                p.containers
+                    .iter()
+                    .map(|c| &c.container)
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .chain(state.memory.entries.iter().map(|p| {
+            (
+                &p.pod_uid,
+                p.containers.iter().map(|c| &c.container).collect(),
+            )
+        }))
+    {
+        holders
+            .entry(uid.clone())
+            .or_default()
+            .extend(containers.into_iter().cloned());
+    }
+    for uid in state
+        .cpu
+        .pod_entries
+        .iter()
+        .map(|p| &p.pod_uid)
+        .chain(state.memory.pod_entries.iter().map(|p| &p.pod_uid))
+    {
+        holders.entry(uid.clone()).or_default();
+    }
+    holders
 }
 
 /// Whether a long-lived server (the agent, the NRI plugin) runs the

@@ -391,30 +391,7 @@ impl Agent {
             None => server.poll(&self.slot, &vet)?,
             Some(timeout) => server.settle(&self.slot, &vet, timeout)?,
         };
-        for swap in &outcome.swapped {
-            tracing::info!(
-                from = short(&swap.from_digest),
-                to = short(&swap.to_digest),
-                version = %swap.to_version,
-                rollback = swap.rollback,
-                "policy swapped"
-            );
-            Metrics::count(
-                &self.metrics.swaps,
-                if swap.rollback {
-                    "rolled_back"
-                } else {
-                    "swapped"
-                },
-            );
-        }
-        for reason in &outcome.rejected {
-            tracing::warn!(reason = %reason, "policy candidate or request rejected");
-            Metrics::count(&self.metrics.swaps, "rejected");
-        }
-        let policy = self.slot.current();
-        self.metrics
-            .set_policy(&policy.info().policy_version, policy.digest());
+        self.metrics.record_poll(&outcome, &self.slot.current());
         Ok(())
     }
 
@@ -712,29 +689,7 @@ impl Agent {
         let Some(managers) = self.managers.as_mut() else {
             return Ok(());
         };
-        let mut holders: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        let state = &managers.state;
-        for pod in &state.cpu.entries {
-            holders
-                .entry(pod.pod_uid.clone())
-                .or_default()
-                .extend(pod.containers.iter().map(|c| c.container.clone()));
-        }
-        for pod in &state.memory.entries {
-            holders
-                .entry(pod.pod_uid.clone())
-                .or_default()
-                .extend(pod.containers.iter().map(|c| c.container.clone()));
-        }
-        for uid in state
-            .cpu
-            .pod_entries
-            .iter()
-            .map(|p| &p.pod_uid)
-            .chain(state.memory.pod_entries.iter().map(|p| &p.pod_uid))
-        {
-            holders.entry(uid.clone()).or_default();
-        }
+        let holders = crate::admit::manager_holders(&managers.state);
         let mut state = managers.state.clone();
         for (uid, containers) in holders {
             if present.contains(&uid) || self.state.pods.contains_key(&uid) {

@@ -467,3 +467,17 @@ pub fn explain(
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+
+/// Wait for SIGTERM or SIGINT (the long-running commands stop on either);
+/// an error when a handler cannot be installed.
+pub async fn termination_signal() -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("installing a SIGINT handler")?;
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+    }
+    Ok(())
+}

@@ -1139,14 +1139,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     server,
                     slot.clone(),
                     Duration::from_secs(1),
-                    |outcome| {
-                        for swap in &outcome.swapped {
-                            tracing::info!(to = %swap.to_digest, version = %swap.to_version, "policy swapped");
-                        }
-                        for reason in &outcome.rejected {
-                            tracing::warn!(reason = %reason, "policy candidate or request rejected");
-                        }
-                    },
+                    |outcome| outcome.log(),
                 )?;
             }
             podpolicy::webhook::run(options, tls, slot)?;
@@ -1365,16 +1358,8 @@ fn run_agent(
         .name("podpolicy-signals".into())
         .spawn(move || {
             signals.block_on(async {
-                use tokio::signal::unix::{SignalKind, signal};
-                let (Ok(mut term), Ok(mut int)) = (
-                    signal(SignalKind::terminate()),
-                    signal(SignalKind::interrupt()),
-                ) else {
+                if podpolicy::termination_signal().await.is_err() {
                     return;
-                };
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = int.recv() => {}
                 }
                 STOP.store(true, std::sync::atomic::Ordering::SeqCst);
                 let _ = wake.send(());

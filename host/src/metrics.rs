@@ -269,6 +269,30 @@ impl Metrics {
             .set(1);
     }
 
+    /// Log a policy-directory poll, count its swaps, rollbacks and
+    /// rejections, and record the version now serving.
+    pub fn record_poll(
+        &self,
+        outcome: &crate::policy_dir::PollOutcome,
+        serving: &crate::runtime::PolicyRuntime,
+    ) {
+        outcome.log();
+        for swap in &outcome.swapped {
+            Metrics::count(
+                &self.swaps,
+                if swap.rollback {
+                    "rolled_back"
+                } else {
+                    "swapped"
+                },
+            );
+        }
+        for _ in &outcome.rejected {
+            Metrics::count(&self.swaps, "rejected");
+        }
+        self.set_policy(&serving.info().policy_version, serving.digest());
+    }
+
     /// Count one outcome in a result family.
     pub fn count(family: &Family<ResultLabels, Counter>, result: &str) {
         family

@@ -713,6 +713,22 @@ impl PollOutcome {
         self.swapped.extend(other.swapped);
         self.rejected.extend(other.rejected);
     }
+
+    /// One log line per swap (info) and per rejection (warning).
+    pub fn log(&self) {
+        for swap in &self.swapped {
+            tracing::info!(
+                from = crate::swap::short(&swap.from_digest),
+                to = crate::swap::short(&swap.to_digest),
+                version = %swap.to_version,
+                rollback = swap.rollback,
+                "policy swapped"
+            );
+        }
+        for reason in &self.rejected {
+            tracing::warn!(reason = %reason, "policy candidate or request rejected");
+        }
+    }
 }
 
 impl PolicyDirServer {

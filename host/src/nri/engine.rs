@@ -800,24 +800,10 @@ impl Engine {
 
     /// Containers holding manager state, by pod UID.
     fn manager_holders(&self) -> BTreeMap<String, BTreeSet<String>> {
-        let mut holders: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        let Some(managers) = &self.managers else {
-            return holders;
-        };
-        let state = &managers.state;
-        for pod in &state.cpu.entries {
-            holders
-                .entry(pod.pod_uid.clone())
-                .or_default()
-                .extend(pod.containers.iter().map(|c| c.container.clone()));
-        }
-        for pod in &state.memory.entries {
-            holders
-                .entry(pod.pod_uid.clone())
-                .or_default()
-                .extend(pod.containers.iter().map(|c| c.container.clone()));
-        }
-        holders
+        self.managers
+            .as_ref()
+            .map(|m| crate::admit::manager_holders(&m.state))
+            .unwrap_or_default()
     }
 
     /// `Synchronize`: learn every pod and container, release what no

@@ -62,7 +62,7 @@ use self::plugin::PluginService;
 use self::proto::{api, api_ttrpc};
 use crate::metrics::Metrics;
 use crate::runtime::{Cache, Limits};
-use crate::swap::{PolicySlot, short};
+use crate::swap::PolicySlot;
 
 /// The NRI release of the vendored `api.proto`, sent in `RegisterPlugin`.
 pub const PROTO_VERSION: &str = "v0.12.2";
@@ -227,19 +227,13 @@ pub fn run(options: NriOptions, slot: Arc<PolicySlot>) -> Result<()> {
     runtime.block_on(async {
         let stop_signal = stop.clone();
         tokio::spawn(async move {
-            use tokio::signal::unix::{SignalKind, signal};
-            let (Ok(mut term), Ok(mut int)) = (
-                signal(SignalKind::terminate()),
-                signal(SignalKind::interrupt()),
-            ) else {
-                return;
-            };
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
+            match crate::termination_signal().await {
+                Ok(()) => {
+                    tracing::info!("signal received; stopping");
+                    stop_signal.store(true, Ordering::SeqCst);
+                }
+                Err(e) => tracing::warn!(error = %format!("{e:#}"), "no signal handler"),
             }
-            tracing::info!("signal received; stopping");
-            stop_signal.store(true, Ordering::SeqCst);
         });
         run_until(options, slot, metrics, stop).await
     })
@@ -280,25 +274,7 @@ pub async fn run_until(
                 server,
                 slot.clone(),
                 Duration::from_millis(500),
-                move |outcome| {
-                    for swap in &outcome.swapped {
-                        tracing::info!(from = short(&swap.from_digest), to = short(&swap.to_digest), version = %swap.to_version, rollback = swap.rollback, "policy swapped");
-                        Metrics::count(
-                            &metrics.swaps,
-                            if swap.rollback {
-                                "rolled_back"
-                            } else {
-                                "swapped"
-                            },
-                        );
-                    }
-                    for reason in &outcome.rejected {
-                        tracing::warn!(reason = %reason, "policy candidate or request rejected");
-                        Metrics::count(&metrics.swaps, "rejected");
-                    }
-                    let p = watched.current();
-                    metrics.set_policy(&p.info().policy_version, p.digest());
-                },
+                move |outcome| metrics.record_poll(outcome, &watched.current()),
             )?)
         }
         None => None,

@@ -381,19 +381,10 @@ pub fn run(
             short(policy.digest())
         );
         drop(policy);
-        wait_for_signal().await?;
+        crate::termination_signal().await?;
         eprintln!("podpolicy webhook: shutting down");
         server.shutdown().await
     })
-}
-
-async fn wait_for_signal() -> Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut terminate = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
-    tokio::select! {
-        _ = terminate.recv() => Ok(()),
-        result = tokio::signal::ctrl_c() => result.context("waiting for SIGINT"),
-    }
 }
 
 /// How many connections, and how long they may stay silent.
