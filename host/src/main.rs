@@ -530,6 +530,19 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(colour)
         .init();
+    // Commands a person waits on over many pods show their progress on
+    // stderr (on a terminal only; see podpolicy::progress).
+    if matches!(
+        &cli.command,
+        Command::Explain { .. }
+            | Command::Apply { .. }
+            | Command::Topology { .. }
+            | Command::Policy {
+                command: PolicyCommand::Diff { .. },
+            }
+    ) {
+        podpolicy::progress::enable();
+    }
     match run(cli) {
         Ok(code) => code,
         Err(err) => {
