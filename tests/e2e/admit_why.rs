@@ -9,7 +9,7 @@
 //! inputs of policy_single_numa_node_test.go's "Single NUMA hint
 //! generation", which single-numa-node merges to {nil, not preferred}.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
@@ -42,7 +42,7 @@ fn node_file(test: &str, policy: &str, extra: &str) -> PathBuf {
 }
 
 /// `admit --why -o json`, checked against the Admission schema.
-fn admit_json(node: &PathBuf, pod: &str, code: i32) -> Value {
+fn admit_json(node: &Path, pod: &str, code: i32) -> Value {
     check(
         "Admission",
         &[
@@ -60,7 +60,7 @@ fn admit_json(node: &PathBuf, pod: &str, code: i32) -> Value {
     )
 }
 
-fn admit_text(node: &PathBuf, pod: &str) -> (i32, String) {
+fn admit_text(node: &Path, pod: &str) -> (i32, String) {
     let (code, stdout, stderr) = podpolicy(&[
         "admit",
         "--why",
@@ -233,4 +233,28 @@ fn without_why_the_output_is_unchanged() {
     assert!(json.get("rule").is_none(), "{json}");
     assert!(json["topology"][0].get("rule").is_none(), "{json}");
     assert!(json["topology"][0].get("noPreference").is_none(), "{json}");
+}
+
+/// The README's `admit --why` example is the real output.
+#[test]
+fn the_readme_example_is_the_real_output() {
+    let readme = std::fs::read_to_string(workspace().join("README.md")).unwrap();
+    let start = readme
+        .find("$ podpolicy admit --why --node fixtures/nodes/dual-socket-single-numa.yaml")
+        .expect("the README shows an admit --why example");
+    let body = &readme[start..];
+    let body = &body[body.find('\n').unwrap() + 1..];
+    let body = &body[body.find('\n').unwrap() + 1..]; // the command's second line
+    let shown = &body[..body.find("```").unwrap()];
+    let (code, stdout, stderr) = podpolicy(&[
+        "admit",
+        "--why",
+        "--node",
+        "fixtures/nodes/dual-socket-single-numa.yaml",
+        "--sysfs",
+        SYSFS,
+        WIDE,
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(shown, stdout);
 }
