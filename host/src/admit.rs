@@ -191,6 +191,14 @@ pub struct DecisionOut {
     pub affinity: HintOut,
     /// Whether the policy admits it.
     pub admit: bool,
+    /// `--why`: the providers that answered "no preference" (a nil hint
+    /// map, so they have no row in `providers`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub no_preference: Vec<&'static str>,
+    /// `--why`: the component's one line on why the policy admitted or
+    /// refused the merged hint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
 }
 
 /// One container's placement.
@@ -243,6 +251,10 @@ pub struct AdmissionOut {
     pub pod_cfs_quota_disabled: bool,
     /// Per container.
     pub containers: Vec<ContainerPlacementOut>,
+    /// `--why`: the component's one line on why the pod was admitted or
+    /// refused (for a rejection, the check that failed with its inputs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
 }
 
 /// The KEP-5526 spelling of a CPU isolation level.
@@ -304,6 +316,8 @@ impl AdmissionOut {
                         .collect(),
                     affinity: (&d.affinity).into(),
                     admit: d.admit,
+                    no_preference: Vec::new(),
+                    rule: None,
                 })
                 .collect(),
             pod_cpuset: a.pod_cpuset.clone(),
@@ -321,7 +335,26 @@ impl AdmissionOut {
                     memory: blocks(&c.memory),
                 })
                 .collect(),
+            rule: None,
         }
+    }
+
+    /// `--why`: add the component's reasons (each decision's rule, the
+    /// admission's) and the providers without hints, so the output shows
+    /// every input of each decision. `admission` is the one `new` was
+    /// built from.
+    pub fn with_why(mut self, admission: &Admission) -> AdmissionOut {
+        for (out, decision) in self.topology.iter_mut().zip(&admission.topology) {
+            out.rule = Some(decision.rule.clone());
+            out.no_preference = decision
+                .providers
+                .iter()
+                .filter(|p| p.hints.as_ref().is_none_or(Vec::is_empty))
+                .map(|p| manager_name(p.manager))
+                .collect();
+        }
+        self.rule = Some(admission.rule.clone());
+        self
     }
 
     /// A plain-text rendering for a terminal.
@@ -358,6 +391,7 @@ impl AdmissionOut {
                 if d.admit { "admit" } else { "reject" }
             );
         }
+        let why = self.why_lines();
         let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
         let _ = writeln!(out, "  pod cpuset        {}", dash(&self.pod_cpuset));
         let _ = writeln!(out, "  pod shared pool   {}", dash(&self.pod_shared_pool));
@@ -401,7 +435,76 @@ impl AdmissionOut {
                 }
             );
         }
+        out.push_str(&why);
         out
+    }
+
+    /// The `--why` lines (empty without `--why`): per topology decision one
+    /// line per provider resource with its hints, the merged hint and the
+    /// component's rule; then the admission's own reason.
+    fn why_lines(&self) -> String {
+        use std::fmt::Write as _;
+        let Some(rule) = &self.rule else {
+            return String::new();
+        };
+        let mut out = String::from("  why\n");
+        for d in &self.topology {
+            let owner = d.container.as_deref().unwrap_or("(pod)");
+            for p in &d.providers {
+                let hints = match &p.hints {
+                    None => "no preference".to_string(),
+                    Some(list) if list.is_empty() => "none: no placement possible".to_string(),
+                    Some(list) => list.iter().map(hint_words).collect::<Vec<_>>().join(", "),
+                };
+                let _ = writeln!(
+                    out,
+                    "    {owner} {} manager, {}: {hints}",
+                    p.manager, p.resource_name
+                );
+            }
+            for manager in &d.no_preference {
+                let _ = writeln!(out, "    {owner} {manager} manager: no preference");
+            }
+            let _ = writeln!(
+                out,
+                "    {owner} merged: {} -> {}",
+                hint_words(&d.affinity),
+                if d.admit { "admit" } else { "reject" }
+            );
+            if let Some(rule) = &d.rule {
+                let _ = writeln!(out, "    {owner} rule: {rule}");
+            }
+        }
+        match &self.rejection {
+            Some(r) => {
+                let _ = writeln!(out, "    rejected ({}): {rule}", r.reason);
+            }
+            None => {
+                let _ = writeln!(out, "    {rule}");
+            }
+        }
+        out
+    }
+}
+
+/// A hint as the `--why` lines show it: `[0,1] preferred`, `any NUMA node,
+/// not preferred` (the component's rule lines use the same words).
+fn hint_words(h: &HintOut) -> String {
+    let preferred = if h.preferred {
+        "preferred"
+    } else {
+        "not preferred"
+    };
+    match &h.numa_affinity {
+        Some(nodes) => format!(
+            "[{}] {preferred}",
+            nodes
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        None => format!("any NUMA node, {preferred}"),
     }
 }
 

@@ -81,6 +81,7 @@ pub mod output;
 pub mod pod_input;
 pub mod policy_diff;
 pub mod policy_dir;
+pub mod progress;
 pub mod resize_cmd;
 pub mod resize_exec;
 pub mod review_cmd;
@@ -368,12 +369,18 @@ pub fn explain_all(
     placement: Option<&mut Placement>,
 ) -> Result<evaluation::Evaluations> {
     let mut pods = Vec::new();
-    for doc in docs {
+    let mut progress = progress::Progress::on_stderr("evaluating pods", docs.len());
+    for (done, doc) in docs.iter().enumerate() {
+        progress.update(done);
         pods.push(explain(policy, doc, node)?);
     }
+    progress.update(docs.len());
+    drop(progress);
     if let Some(placement) = placement {
         let mut placed = Vec::new();
+        let mut progress = progress::Progress::on_stderr("admitting pods", pods.len());
         for (i, outcome) in pods.iter_mut().enumerate() {
+            progress.update(i);
             let evaluation::Verdict::Evaluated(pod) = &outcome.verdict else {
                 continue;
             };

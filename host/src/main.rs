@@ -162,6 +162,11 @@ enum Command {
         /// Also write cpuset.cpus / cpuset.mems (and quota) under this cgroup root.
         #[arg(long)]
         cgroup_root: Option<PathBuf>,
+        /// Also give, for every topology decision, each provider's hints,
+        /// the merged hint and the policy rule that admitted or refused it,
+        /// and the check behind a rejection (from the policy).
+        #[arg(long)]
+        why: bool,
         /// Output format.
         #[arg(short, long, value_enum, default_value_t = Format::Table)]
         output: Format,
@@ -525,6 +530,19 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(colour)
         .init();
+    // Commands a person waits on over many pods show their progress on
+    // stderr (on a terminal only; see podpolicy::progress).
+    if matches!(
+        &cli.command,
+        Command::Explain { .. }
+            | Command::Apply { .. }
+            | Command::Topology { .. }
+            | Command::Policy {
+                command: PolicyCommand::Diff { .. },
+            }
+    ) {
+        podpolicy::progress::enable();
+    }
     match run(cli) {
         Ok(code) => code,
         Err(err) => {
@@ -1047,6 +1065,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             sysfs,
             state,
             cgroup_root,
+            why,
             output,
         } => {
             let node = read_node(&policy, node)?;
@@ -1060,7 +1079,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 state.as_deref(),
                 cgroup_root.as_deref(),
             )?;
-            let value = podpolicy::admit::AdmissionOut::new(&pod, &admission);
+            let mut value = podpolicy::admit::AdmissionOut::new(&pod, &admission);
+            if *why {
+                value = value.with_why(&admission);
+            }
             print(*output, "Admission", || value.to_table(), &value)?;
             Ok(if admission.rejection.is_some() {
                 ExitCode::from(1)

@@ -304,7 +304,9 @@ pub fn build(
 ) -> Result<TopologyView> {
     let mut state = state;
     let mut dry_runs = Vec::new();
-    for doc in docs {
+    let mut progress = crate::progress::Progress::on_stderr("placing pods", docs.len());
+    for (done, doc) in docs.iter().enumerate() {
+        progress.update(done);
         let outcome = crate::explain(policy, doc, node)?;
         let uid = doc.pod.uid.clone();
         let Some(evaluated) = outcome.evaluated() else {

@@ -1504,6 +1504,72 @@ fn memory_error(err: &MemoryError, function: &str, admission: bool) -> wit::Mana
     }
 }
 
+/// Why the static CPU policy refused `call`, in one line with the inputs of
+/// the check that failed (upstream's message keeps only some of them).
+fn cpu_refusal(
+    err: &CpuManagerError,
+    call: &str,
+    policy: &StaticPolicy,
+    pod: &PodSpec,
+    gates: &FeatureGates,
+) -> String {
+    let head = format!("CPU manager static, {call}");
+    match err {
+        CpuManagerError::SmtAlignment(smt) if smt.caused_by_physical_cpus => format!(
+            "{head}: full-pcpus-only: {} CPUs requested, but only {} CPUs are free on whole physical cores outside the reserved ones ({} CPUs per core); full-pcpus-only hands out exclusive CPUs only as whole cores",
+            smt.requested_cpus, smt.available_physical_cpus, smt.cpus_per_core
+        ),
+        CpuManagerError::SmtAlignment(smt) => format!(
+            "{head}: full-pcpus-only: {} CPUs requested is not a multiple of the {} CPUs per physical core; full-pcpus-only hands out exclusive CPUs only as whole cores",
+            smt.requested_cpus, smt.cpus_per_core
+        ),
+        CpuManagerError::EmptyPodSharedPool { message } => {
+            let budget = policy.pod_guaranteed_cpus(pod, gates);
+            let containers: Vec<String> = pod
+                .all_containers()
+                .map(|c| {
+                    let init = if c.kind == CpuContainerKind::Init {
+                        " (init, runs before the others)"
+                    } else {
+                        ""
+                    };
+                    match policy.guaranteed_cpus(pod, c, gates) {
+                        0 => format!("{} pod shared pool{init}", c.name),
+                        n => format!("{} {n} exclusive{init}", c.name),
+                    }
+                })
+                .collect();
+            format!(
+                "{head}: {message}: pod cpu budget {budget} CPUs; containers: {}; KEP-5526 refuses a pod whose containers without exclusive CPUs would find its pod shared pool empty",
+                containers.join(", ")
+            )
+        }
+        other => format!("{head}: {other}"),
+    }
+}
+
+/// Why the Static memory policy refused `call`, in one line with its inputs.
+fn memory_refusal(err: &MemoryError, call: &str, pod: &MemoryPod, gates: PodLevelGates) -> String {
+    let head = format!("memory manager Static, {call}");
+    match err {
+        MemoryError::EmptyPodSharedPool(scope) => {
+            let budget: Vec<String> = mm::get_pod_requested_resources(gates, pod)
+                .iter()
+                .map(|(resource, bytes)| format!("{resource} {bytes}"))
+                .collect();
+            format!(
+                "{head}: {scope}: pod budget (bytes) {}; KEP-5526 refuses a pod whose containers without exclusive memory would find its pod shared pool empty",
+                if budget.is_empty() {
+                    "none".to_string()
+                } else {
+                    budget.join(", ")
+                }
+            )
+        }
+        other => format!("{head}: {other}"),
+    }
+}
+
 fn isolation(level: ResourceIsolationLevel) -> wit::CpuIsolation {
     match level {
         ResourceIsolationLevel::Host => wit::CpuIsolation::Host,
@@ -1618,6 +1684,10 @@ struct Admitting<'a> {
     states: States,
     decisions: Vec<wit::TopologyDecision>,
     affinities: BTreeMap<String, TopologyHint>,
+    /// Why the admission failed, one line with its inputs (the
+    /// `admission.rule` of a rejection); set where the refusal happens,
+    /// since only there are the check's numbers at hand.
+    refusal: Option<String>,
 }
 
 impl Admitting<'_> {
@@ -1667,7 +1737,17 @@ impl Admitting<'_> {
             .iter()
             .map(|(_, hints)| tm::provider_hints(hints.clone()))
             .collect();
-        let (hint, admit) = self.managers.topology.policy.merge(&providers);
+        let topology = &self.managers.topology;
+        let (hint, admit) = topology.policy.merge(&providers);
+        let rule = topology
+            .policy
+            .admit_rule(topology.scope, &providers, &hint);
+        if !admit {
+            self.refusal = Some(match container {
+                Some(name) => format!("container {name}: {rule}"),
+                None => rule.clone(),
+            });
+        }
         self.decisions.push(wit::TopologyDecision {
             container: container.map(str::to_string),
             providers: answers
@@ -1679,6 +1759,7 @@ impl Admitting<'_> {
                 .collect(),
             affinity: encode_hint(&hint),
             admit,
+            rule,
         });
         if admit {
             return Ok(hint);
@@ -1704,26 +1785,40 @@ impl Admitting<'_> {
     ) -> std::result::Result<(), wit::ManagerError> {
         self.affinities.insert(name.to_string(), hint);
         let gates = &self.managers.gates;
+        let call = format!("Allocate (container {name})");
         if let Some(policy) = &self.managers.cpu {
-            self.states.cpu = policy
-                .allocate(
-                    &self.states.cpu,
-                    &self.pod.cpu,
-                    name,
-                    hint.numa_affinity.map(BitMask::raw),
-                    gates,
-                )
-                .map_err(|err| cpu_error(&err, "Allocate", true))?;
+            let allocated = policy.allocate(
+                &self.states.cpu,
+                &self.pod.cpu,
+                name,
+                hint.numa_affinity.map(BitMask::raw),
+                gates,
+            );
+            match allocated {
+                Ok(state) => self.states.cpu = state,
+                Err(err) => {
+                    self.refusal = Some(cpu_refusal(&err, &call, policy, &self.pod.cpu, gates));
+                    return Err(cpu_error(&err, "Allocate", true));
+                }
+            }
         }
         if self.managers.memory.is_some() {
-            self.states.memory = mm::allocate(
-                self.memory_gates(),
+            let memory_gates = self.memory_gates();
+            let allocated = mm::allocate(
+                memory_gates,
                 &self.states.memory,
                 &self.pod.memory,
                 name,
                 hint,
-            )
-            .map_err(|err| memory_error(&err, "Allocate", true))?;
+            );
+            match allocated {
+                Ok(state) => self.states.memory = state,
+                Err(err) => {
+                    self.refusal =
+                        Some(memory_refusal(&err, &call, &self.pod.memory, memory_gates));
+                    return Err(memory_error(&err, "Allocate", true));
+                }
+            }
         }
         Ok(())
     }
@@ -1734,26 +1829,63 @@ impl Admitting<'_> {
             self.affinities.insert(name.clone(), hint);
         }
         let gates = &self.managers.gates;
+        let call = "AllocatePod (pod scope, KEP-5526 pod-level resources)";
         if let Some(policy) = &self.managers.cpu {
-            self.states.cpu = policy
-                .allocate_pod(
-                    &self.states.cpu,
-                    &self.pod.cpu,
-                    hint.numa_affinity.map(BitMask::raw),
-                    gates,
-                )
-                .map_err(|err| cpu_error(&err, "AllocatePod", true))?;
+            let allocated = policy.allocate_pod(
+                &self.states.cpu,
+                &self.pod.cpu,
+                hint.numa_affinity.map(BitMask::raw),
+                gates,
+            );
+            match allocated {
+                Ok(state) => self.states.cpu = state,
+                Err(err) => {
+                    self.refusal = Some(cpu_refusal(&err, call, policy, &self.pod.cpu, gates));
+                    return Err(cpu_error(&err, "AllocatePod", true));
+                }
+            }
         }
         if self.managers.memory.is_some() {
-            self.states.memory = mm::allocate_pod(
-                self.memory_gates(),
-                &self.states.memory,
-                &self.pod.memory,
-                hint,
-            )
-            .map_err(|err| memory_error(&err, "AllocatePod", true))?;
+            let memory_gates = self.memory_gates();
+            let allocated =
+                mm::allocate_pod(memory_gates, &self.states.memory, &self.pod.memory, hint);
+            match allocated {
+                Ok(state) => self.states.memory = state,
+                Err(err) => {
+                    self.refusal = Some(memory_refusal(&err, call, &self.pod.memory, memory_gates));
+                    return Err(memory_error(&err, "AllocatePod", true));
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Why the pod was admitted: the topology policy that let every
+    /// decision through and the managers that allocated it.
+    fn admitted_rule(&self) -> String {
+        let topology = &self.managers.topology;
+        let allocators = match (self.managers.cpu.is_some(), self.managers.memory.is_some()) {
+            (true, true) => "the static CPU manager and the Static memory manager allocated it",
+            (true, false) => "the static CPU manager allocated it",
+            (false, true) => "the Static memory manager allocated it",
+            (false, false) => "no resource manager places pods on this node",
+        };
+        if topology.scope == tm::Scope::None {
+            return format!(
+                "admitted: topology manager policy none asks for no NUMA alignment (no hint, no decision); {allocators}"
+            );
+        }
+        let decisions = self.decisions.len();
+        let admitted = if decisions == 1 {
+            "the merged hint".to_string()
+        } else {
+            format!("all {decisions} merged hints")
+        };
+        format!(
+            "admitted: topology manager policy {} ({} scope) admitted {admitted}; {allocators}",
+            topology.policy.name().as_str(),
+            topology.scope.as_str(),
+        )
     }
 
     /// The topology manager's scope, as `Admit` runs it.
@@ -1823,8 +1955,16 @@ pub fn admit(
         states: started.clone(),
         decisions: Vec::new(),
         affinities: BTreeMap::new(),
+        refusal: None,
     };
     let outcome = admitting.run();
+    let rule = match (&outcome, admitting.refusal.take()) {
+        (Ok(()), _) => admitting.admitted_rule(),
+        (Err(_), Some(refusal)) => refusal,
+        // Every refusal above records its line; this keeps a missed path
+        // readable instead of empty.
+        (Err(err), None) => format!("{}: {}", err.function, err.message),
+    };
     let all_cpus = inputs.machine.all_cpus();
     let (rejection, states, pod_for_assignment) = match outcome {
         Ok(()) => (None, admitting.states, Some(&managed)),
@@ -1856,6 +1996,7 @@ pub fn admit(
     };
     Ok(wit::Admission {
         rejection,
+        rule,
         topology: admitting.decisions,
         assignment,
         state: encode_state(&states),
@@ -2486,6 +2627,151 @@ mod tests {
             h.iter()
                 .all(|r| r.hints.as_ref().is_some_and(Vec::is_empty))
         })));
+        // And the rule says so, in the decision and as the admission's reason.
+        let rule = "restricted (pod scope): merged hint [0,1] not preferred: cpu and memory have no preferred hint; restricted admits only a preferred merged hint";
+        assert_eq!(a.topology[0].rule, rule);
+        assert_eq!(a.rule, rule);
+    }
+
+    fn with_options(
+        mut node: wit::NodeSettings,
+        policy: &str,
+        options: &[(&str, &str)],
+    ) -> wit::NodeSettings {
+        node.topology_manager_policy = Some(policy.into());
+        node.cpu_manager_policy_options = options
+            .iter()
+            .map(|(name, value)| wit::PolicyOption {
+                name: (*name).into(),
+                value: (*value).into(),
+            })
+            .collect();
+        node
+    }
+
+    /// `full-pcpus-only` with 2 threads per core: an odd request is refused
+    /// by the CPU manager after the topology manager admitted its hint, and
+    /// the rule gives the numbers of the check.
+    #[test]
+    fn smt_alignment_rule_has_the_requested_and_per_core_cpus() {
+        let node = with_options(
+            node("container"),
+            "best-effort",
+            &[("full-pcpus-only", "true")],
+        );
+        let p = pod("p", None, vec![container("odd", guaranteed("3", "1Gi"))]);
+        let a = admit(&p, &topology(), &empty_state(), &node).unwrap();
+        let rejection = a.rejection.expect("rejected");
+        assert_eq!(rejection.kind, wit::ManagerErrorKind::SmtAlignment);
+        assert_eq!(
+            a.rule,
+            "CPU manager static, Allocate (container odd): full-pcpus-only: 3 CPUs requested is not a multiple of the 2 CPUs per physical core; full-pcpus-only hands out exclusive CPUs only as whole cores"
+        );
+        // The topology decision itself admitted.
+        assert!(a.topology[0].admit);
+        assert!(
+            a.topology[0]
+                .rule
+                .starts_with("best-effort (container scope): merged hint ")
+        );
+
+        // 10 CPUs on whole cores: 12 minus the reserved CPU 0's core (0 and
+        // its sibling 6) leaves 10 free; 12 asked is too many.
+        let big = pod("big", None, vec![container("big", guaranteed("12", "1Gi"))]);
+        let a = admit(&big, &topology(), &empty_state(), &node).unwrap();
+        assert_eq!(
+            a.rejection.expect("rejected").kind,
+            wit::ManagerErrorKind::SmtAlignment
+        );
+        assert_eq!(
+            a.rule,
+            "CPU manager static, Allocate (container big): full-pcpus-only: 12 CPUs requested, but only 10 CPUs are free on whole physical cores outside the reserved ones (2 CPUs per core); full-pcpus-only hands out exclusive CPUs only as whole cores"
+        );
+    }
+
+    #[test]
+    fn admitted_and_container_scope_rules() {
+        let node = with_options(node("container"), "best-effort", &[]);
+        let p = pod(
+            "p",
+            None,
+            vec![
+                container("a", guaranteed("2", "1Gi")),
+                container("b", guaranteed("2", "1Gi")),
+            ],
+        );
+        let a = admit(&p, &topology(), &empty_state(), &node).unwrap();
+        assert_eq!(a.rejection, None);
+        assert_eq!(
+            a.rule,
+            "admitted: topology manager policy best-effort (container scope) admitted all 2 merged hints; the static CPU manager and the Static memory manager allocated it"
+        );
+        // Container scope under restricted: the container that did not fit
+        // is named in front of the decision's rule (7 CPUs fit on no NUMA
+        // node of 6, and the 12-CPU machine has 11 free).
+        let restricted = with_options(node.clone(), "restricted", &[]);
+        let p = pod(
+            "p",
+            None,
+            vec![
+                container("small", guaranteed("1", "1Gi")),
+                container("wide", guaranteed("7", "1Gi")),
+            ],
+        );
+        let a = admit(&p, &topology(), &empty_state(), &restricted).unwrap();
+        assert_eq!(
+            a.rejection.expect("rejected").kind,
+            wit::ManagerErrorKind::TopologyAffinity
+        );
+        assert!(a.topology[0].admit);
+        assert!(!a.topology[1].admit);
+        assert_eq!(a.rule, format!("container wide: {}", a.topology[1].rule));
+        // cpu: only [0,1] (preferred: 7 CPUs need both nodes); memory: [0]
+        // or [1] (not [0,1]: `small`'s memory is already single-NUMA on 0).
+        // No hint pair has the same mask, so nothing merged is preferred.
+        assert_eq!(
+            a.topology[1].rule,
+            "restricted (container scope): merged hint [0] not preferred: the resources' preferred hints share no NUMA node set; restricted admits only a preferred merged hint"
+        );
+
+        let none = with_options(node, "none", &[]);
+        let a = admit(
+            &pod("p", None, vec![container("c", guaranteed("2", "1Gi"))]),
+            &topology(),
+            &empty_state(),
+            &none,
+        )
+        .unwrap();
+        assert!(a.topology.is_empty());
+        assert_eq!(
+            a.rule,
+            "admitted: topology manager policy none asks for no NUMA alignment (no hint, no decision); the static CPU manager and the Static memory manager allocated it"
+        );
+    }
+
+    /// KEP-5526's example 3: 5 pod CPUs, exclusive 3 + 2, one container
+    /// left for the empty pod shared pool.
+    #[test]
+    fn empty_pod_shared_pool_rule_has_the_budget_and_each_container() {
+        let node = with_options(node("pod"), "best-effort", &[]);
+        let p = pod(
+            "p",
+            guaranteed("5", "5Gi"),
+            vec![
+                container("container-1", guaranteed("3", "3Gi")),
+                container("container-2", guaranteed("2", "2Gi")),
+                container("container-3", None),
+            ],
+        );
+        let a = admit(&p, &topology(), &empty_state(), &node).unwrap();
+        assert_eq!(
+            a.rejection.expect("rejected").kind,
+            wit::ManagerErrorKind::EmptyPodSharedPool
+        );
+        assert_eq!(
+            a.rule,
+            "CPU manager static, AllocatePod (pod scope, KEP-5526 pod-level resources): pod rejected, sum of exclusive container cpu requests equals pod budget, leaving no cpus for shared containers: pod cpu budget 5 CPUs; containers: container-1 3 exclusive, container-2 2 exclusive, container-3 pod shared pool; KEP-5526 refuses a pod whose containers without exclusive CPUs would find its pod shared pool empty"
+        );
     }
 
     #[test]

@@ -590,6 +590,16 @@ pub enum Scope {
 }
 
 impl Scope {
+    /// The name used in the kubelet's configuration (`none` for the `none`
+    /// policy, which has no scope of its own).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Scope::None => "none",
+            Scope::Container => "container",
+            Scope::Pod => "pod",
+        }
+    }
+
     /// Parses `container` or `pod`.
     pub fn parse(name: &str) -> Result<Scope, TopologyError> {
         match name {
@@ -1032,6 +1042,119 @@ impl Policy {
             PolicyName::None | PolicyName::BestEffort => true,
             PolicyName::Restricted | PolicyName::SingleNumaNode => hint.preferred,
         }
+    }
+}
+
+/// A hint in words, for rule lines: `[0,1] preferred`, `any NUMA node, not
+/// preferred`. NUMA ids as a list, since people read `[0,1]` faster than
+/// upstream's binary mask string.
+pub fn describe_hint(hint: &TopologyHint) -> String {
+    let preferred = if hint.preferred {
+        "preferred"
+    } else {
+        "not preferred"
+    };
+    match hint.numa_affinity {
+        Some(mask) => format!("{} {preferred}", numa_list(mask)),
+        None => format!("any NUMA node, {preferred}"),
+    }
+}
+
+/// `[0,1]`: the NUMA node ids of a mask, ascending.
+pub fn numa_list(mask: BitMask) -> String {
+    let ids: Vec<String> = mask.bits().iter().map(usize::to_string).collect();
+    format!("[{}]", ids.join(","))
+}
+
+impl Policy {
+    /// Why `can_admit` admitted or refused `hint`, the result of
+    /// [`Policy::merge`] over `providers_hints`, in one line: the policy and
+    /// scope, the merged hint, the fact that decided and the policy's rule.
+    /// For a refusal it names the resources that left no admissible choice,
+    /// so a reader can find the offending request without redoing the merge.
+    pub fn admit_rule(
+        &self,
+        scope: Scope,
+        providers_hints: &[ProviderHints],
+        hint: &TopologyHint,
+    ) -> String {
+        let head = format!("{} ({} scope)", self.name.as_str(), scope.as_str());
+        let merged = describe_hint(hint);
+        match self.name {
+            PolicyName::None => {
+                format!("{head}: no NUMA alignment is asked for; the none policy admits every pod")
+            }
+            PolicyName::BestEffort => format!(
+                "{head}: merged hint {merged}; best-effort admits every merged hint, preferred or not (it only picks the best one)"
+            ),
+            PolicyName::Restricted if hint.preferred => {
+                format!("{head}: merged hint {merged}; restricted admits a preferred merged hint")
+            }
+            PolicyName::Restricted => {
+                let lacking = resources_without(providers_hints, |h| h.preferred);
+                let cause = if lacking.is_empty() {
+                    "the resources' preferred hints share no NUMA node set".to_string()
+                } else {
+                    format!("{} no preferred hint", has_list(&lacking))
+                };
+                format!(
+                    "{head}: merged hint {merged}: {cause}; restricted admits only a preferred merged hint"
+                )
+            }
+            PolicyName::SingleNumaNode if hint.preferred => format!(
+                "{head}: merged hint {merged}; single-numa-node admits a preferred hint on one NUMA node (or on none: no resource asked for alignment)"
+            ),
+            PolicyName::SingleNumaNode => {
+                // The same filter `merge` applied (`filterSingleNumaHints`):
+                // a resource left with nothing is why no preferred merge exists.
+                let lacking = resources_without(providers_hints, |h| {
+                    h.preferred && h.numa_affinity.is_none_or(|m| m.count() == 1)
+                });
+                let cause = if lacking.is_empty() {
+                    "the resources' preferred single-NUMA-node hints share no NUMA node".to_string()
+                } else {
+                    format!(
+                        "{} no preferred hint on a single NUMA node",
+                        has_list(&lacking)
+                    )
+                };
+                format!(
+                    "{head}: merged hint {merged}: {cause}; single-numa-node admits only a preferred hint on one NUMA node"
+                )
+            }
+        }
+    }
+}
+
+/// The resources of the providers' answers (after `filterProvidersHints`'
+/// defaults: a nil map or nil list is one preferred don't-care hint, an
+/// empty list one non-preferred don't-care hint) none of whose hints `keep`
+/// accepts, in provider then resource order.
+fn resources_without(
+    providers_hints: &[ProviderHints],
+    keep: impl Fn(&TopologyHint) -> bool,
+) -> Vec<String> {
+    let mut lacking = Vec::new();
+    for resources in providers_hints.iter().flatten() {
+        for (name, hints) in resources {
+            let accepted = match hints {
+                None => keep(&TopologyHint::any(true)),
+                Some(list) if list.is_empty() => keep(&TopologyHint::any(false)),
+                Some(list) => list.iter().any(&keep),
+            };
+            if !accepted {
+                lacking.push(name.clone());
+            }
+        }
+    }
+    lacking
+}
+
+/// `cpu has` / `cpu and memory have`.
+fn has_list(names: &[String]) -> String {
+    match names {
+        [one] => format!("{one} has"),
+        _ => format!("{} have", names.join(" and ")),
     }
 }
 
@@ -1601,6 +1724,120 @@ mod tests {
 
     fn one(resource: &str, hints: Option<Vec<TopologyHint>>) -> ProviderHints {
         Some(BTreeMap::from([(resource.to_string(), hints)]))
+    }
+
+    fn two_node_policy(name: PolicyName) -> Policy {
+        Policy::new(
+            name,
+            NumaInfo::new(vec![0, 1], BTreeMap::new()),
+            PolicyOptions::default(),
+        )
+        .unwrap()
+    }
+
+    /// The rule line of a merge, with the merge's own result.
+    fn rule_of(policy: &Policy, scope: Scope, providers: &[ProviderHints]) -> (bool, String) {
+        let (hint, admit) = policy.merge(providers);
+        (admit, policy.admit_rule(scope, providers, &hint))
+    }
+
+    /// The rule lines of `admit_rule` on inputs of upstream's merge tests
+    /// (policy_single_numa_node_test.go, policy_test.go); the merged hints
+    /// they name are upstream's expected ones.
+    #[test]
+    fn admit_rules_name_the_policy_the_hint_and_the_cause() {
+        let pref = |bits: &[usize]| TopologyHint::new(mask(bits), true);
+        let not = |bits: &[usize]| TopologyHint::new(mask(bits), false);
+        let single = two_node_policy(PolicyName::SingleNumaNode);
+        // "Single NUMA hint generation": resource1 only fits on both nodes,
+        // upstream merges to {nil, false}.
+        let providers = [Some(BTreeMap::from([
+            ("resource1".to_string(), Some(vec![pref(&[0, 1])])),
+            (
+                "resource2".to_string(),
+                Some(vec![pref(&[0]), pref(&[1]), not(&[0, 1])]),
+            ),
+        ]))];
+        assert_eq!(
+            rule_of(&single, Scope::Pod, &providers),
+            (
+                false,
+                "single-numa-node (pod scope): merged hint any NUMA node, not preferred: resource1 has no preferred hint on a single NUMA node; single-numa-node admits only a preferred hint on one NUMA node".to_string()
+            )
+        );
+        // "Two providers, 1 hint each, no common mask": both single-node, apart.
+        let apart = [
+            one("resource1", Some(vec![pref(&[0])])),
+            one("resource2", Some(vec![pref(&[1])])),
+        ];
+        assert_eq!(
+            rule_of(&single, Scope::Container, &apart),
+            (
+                false,
+                "single-numa-node (container scope): merged hint any NUMA node, not preferred: the resources' preferred single-NUMA-node hints share no NUMA node; single-numa-node admits only a preferred hint on one NUMA node".to_string()
+            )
+        );
+        // "One no-preference provider": admitted on {0}.
+        let no_preference = [
+            one(
+                "resource1",
+                Some(vec![pref(&[0]), pref(&[1]), not(&[0, 1])]),
+            ),
+            None,
+        ];
+        assert_eq!(
+            rule_of(&single, Scope::Container, &no_preference),
+            (
+                true,
+                "single-numa-node (container scope): merged hint [0] preferred; single-numa-node admits a preferred hint on one NUMA node (or on none: no resource asked for alignment)".to_string()
+            )
+        );
+        // "Two providers, 1 hint each, same mask, 1 preferred, 1 not":
+        // upstream merges to {0} not preferred under restricted and best-effort.
+        let half = [
+            one("resource1", Some(vec![pref(&[0])])),
+            one("resource2", Some(vec![not(&[0])])),
+        ];
+        let restricted = two_node_policy(PolicyName::Restricted);
+        assert_eq!(
+            rule_of(&restricted, Scope::Container, &half),
+            (
+                false,
+                "restricted (container scope): merged hint [0] not preferred: resource2 has no preferred hint; restricted admits only a preferred merged hint".to_string()
+            )
+        );
+        let best_effort = two_node_policy(PolicyName::BestEffort);
+        assert_eq!(
+            rule_of(&best_effort, Scope::Pod, &half),
+            (
+                true,
+                "best-effort (pod scope): merged hint [0] not preferred; best-effort admits every merged hint, preferred or not (it only picks the best one)".to_string()
+            )
+        );
+        // No common mask under restricted: upstream falls back to the
+        // default affinity {0,1}, not preferred.
+        assert_eq!(
+            rule_of(&restricted, Scope::Pod, &apart),
+            (
+                false,
+                "restricted (pod scope): merged hint [0,1] not preferred: the resources' preferred hints share no NUMA node set; restricted admits only a preferred merged hint".to_string()
+            )
+        );
+        // An empty list (no placement possible) and a nil one, both named.
+        let empty = [one("cpu", Some(vec![])), one("memory", Some(vec![]))];
+        let (admit, rule) = rule_of(&restricted, Scope::Pod, &empty);
+        assert!(!admit);
+        assert!(
+            rule.contains(": cpu and memory have no preferred hint;"),
+            "{rule}"
+        );
+        assert_eq!(
+            rule_of(&restricted, Scope::Pod, &[one("cpu", None)]),
+            (
+                true,
+                "restricted (pod scope): merged hint [0,1] preferred; restricted admits a preferred merged hint".to_string()
+            )
+        );
     }
 
     #[test]

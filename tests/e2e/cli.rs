@@ -248,3 +248,89 @@ fn conformance_runs_any_file_of_the_vector_shape() {
         "{stdout}"
     );
 }
+
+/// A List of `n` small Burstable pods.
+fn many_pods(n: usize) -> String {
+    let mut text = String::from("apiVersion: v1\nkind: List\nitems:\n");
+    for i in 0..n {
+        text.push_str(&format!(
+            "- apiVersion: v1\n  kind: Pod\n  metadata: {{name: p{i}, namespace: default, uid: u-{i}}}\n  spec:\n    containers:\n    - name: c\n      resources: {{requests: {{cpu: 100m, memory: 64Mi}}}}\n"
+        ));
+    }
+    text
+}
+
+/// `explain` under script(1), so stderr is a terminal (stdout goes to a
+/// file); returns what the terminal got and the report.
+fn explain_on_a_terminal(
+    dir: &std::path::Path,
+    pods: &std::path::Path,
+) -> Option<(String, String)> {
+    use std::process::Command;
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!(
+            "script(1) is not installed: the terminal run is skipped (progress::tests cover the logic)"
+        );
+        return None;
+    }
+    let report = dir.join("report.json");
+    let command = format!(
+        "'{}' explain -o json --node fixtures/nodes/node-1000gi.yaml '{}' > '{}'",
+        env!("CARGO_BIN_EXE_podpolicy"),
+        pods.display(),
+        report.display()
+    );
+    let out = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("PODPOLICY_CACHE_DIR", crate::util::cache_dir())
+        .current_dir(crate::util::workspace())
+        .output()
+        .expect("running script(1)");
+    assert!(out.status.success(), "{out:?}");
+    let terminal = String::from_utf8(out.stdout).expect("utf-8");
+    let report = std::fs::read_to_string(&report).expect("the report");
+    Some((terminal, report))
+}
+
+#[test]
+fn progress_on_a_terminal_for_many_pods_and_never_in_a_pipe() {
+    let dir = temp_dir("progress");
+    let many = dir.join("many.yaml");
+    std::fs::write(&many, many_pods(250)).unwrap();
+    // A pipe (the tests' stderr): nothing but the report.
+    let (code, stdout, stderr) = podpolicy(&[
+        "explain",
+        "-o",
+        "json",
+        "--node",
+        "fixtures/nodes/node-1000gi.yaml",
+        many.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stderr, "");
+    let piped: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(piped["pods"].as_array().unwrap().len(), 250);
+
+    let Some((terminal, report)) = explain_on_a_terminal(&dir, &many) else {
+        return;
+    };
+    assert!(
+        terminal.starts_with("\revaluating pods: 0/250"),
+        "{terminal:?}"
+    );
+    assert!(
+        terminal.contains("\revaluating pods: 125/250"),
+        "{terminal:?}"
+    );
+    // The last count, then the line blanked and the cursor back at its start.
+    let cleared = format!("\revaluating pods: 250/250\r{}\r", " ".repeat(24));
+    assert!(terminal.ends_with(&cleared), "{terminal:?}");
+    // The report is the same as in a pipe: progress never reaches stdout.
+    assert_eq!(report, stdout);
+
+    // Fewer pods than the threshold: no line even on a terminal.
+    let few = dir.join("few.yaml");
+    std::fs::write(&few, many_pods(podpolicy::progress::THRESHOLD - 1)).unwrap();
+    let (terminal, _) = explain_on_a_terminal(&dir, &few).expect("script ran above");
+    assert_eq!(terminal, "");
+}

@@ -1,5 +1,6 @@
 //! End-to-end tests of podpolicy: one binary, one module per area.
 //!
+//! - `admit_why`: `admit --why`: hints, merged hint, the policy rule and the check behind a rejection.
 //! - `agent`: the node agent: reconcile, removal, managers, restart, hot swap
 //!   (under load too), hostile modules (`hostile_policy` builds them from WAT), metrics.
 //! - `apply`: `podpolicy apply` into temporary cgroup roots, both drivers, failures, order.
@@ -36,6 +37,7 @@
 //!   256-CPU fixtures, dry-run placements, the state left untouched.
 //! - `webhook`: the admission webhook over HTTPS on loopback, and the deploy/ manifests.
 
+mod admit_why;
 mod agent;
 mod apply;
 mod cli;

@@ -15,7 +15,7 @@ fn schema(kind: &str) -> jsonschema::Validator {
 
 /// Run a command printing JSON, check it against the schema of `kind`.
 #[track_caller]
-fn check(kind: &str, args: &[&str], codes: &[i32]) -> Value {
+pub fn check(kind: &str, args: &[&str], codes: &[i32]) -> Value {
     let (code, stdout, stderr) = podpolicy(args);
     assert!(
         codes.contains(&code),
