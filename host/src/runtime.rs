@@ -28,8 +28,9 @@ use crate::bindings::{PodPolicy, PodPolicyPre, PolicyInfo};
 pub static EMBEDDED_POLICY: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/policy.component.wasm"));
 
-/// The WIT package version this host speaks.
-pub const WIT_VERSION: &str = "0.6.0";
+/// The WIT package version this host speaks: `wit/policy.wit`'s, which the
+/// bindings are generated from (read there once, by `policy-wasm`).
+pub const WIT_VERSION: &str = policy_wasm::WIT_VERSION;
 
 /// Bytes of each pooled linear memory and table kept resident between
 /// instances when the kernel has `PAGEMAP_SCAN` (Linux >= 6.7): a fresh

@@ -73,8 +73,39 @@ mod guest;
 
 /// The policy implementation version.
 pub const POLICY_VERSION: &str = env!("CARGO_PKG_VERSION");
-/// The WIT package version this crate implements (`podpolicy:policy@...`).
-pub const WIT_VERSION: &str = "0.6.0";
+/// The WIT package version this crate implements (`podpolicy:policy@...`):
+/// read from `wit/policy.wit` at compile time, the one place it is written
+/// (the host's `runtime::WIT_VERSION` is this constant).
+pub const WIT_VERSION: &str = wit_package_version(include_str!("../../wit/policy.wit"));
+
+/// The `<version>` of the first `package podpolicy:policy@<version>;` line
+/// of a WIT text (a compile error when there is none).
+const fn wit_package_version(wit: &str) -> &str {
+    let bytes = wit.as_bytes();
+    let needle = b"package podpolicy:policy@";
+    let mut i = 0;
+    while i + needle.len() <= bytes.len() {
+        let mut j = 0;
+        while j < needle.len() && bytes[i + j] == needle[j] {
+            j += 1;
+        }
+        if j == needle.len() {
+            let start = i + j;
+            let mut end = start;
+            while end < bytes.len() && bytes[end] != b';' {
+                end += 1;
+            }
+            let (_, rest) = bytes.split_at(start);
+            let (version, _) = rest.split_at(end - start);
+            match core::str::from_utf8(version) {
+                Ok(v) if !v.is_empty() => return v,
+                _ => panic!("wit/policy.wit: the package version is empty or not UTF-8"),
+            }
+        }
+        i += 1;
+    }
+    panic!("wit/policy.wit declares no `package podpolicy:policy@<version>;`")
+}
 /// The Kubernetes release whose semantics and defaults this policy follows.
 pub const KUBERNETES_VERSION: &str = "1.36";
 
@@ -91,5 +122,21 @@ pub fn policy_info() -> wit::PolicyInfo {
                 enabled: g.default,
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_contract_version_is_the_wit_package_version() {
+        assert_eq!(
+            wit_package_version("// a comment\npackage podpolicy:policy@1.2.3;\nworld w {}\n"),
+            "1.2.3"
+        );
+        let wit = include_str!("../../wit/policy.wit");
+        assert!(wit.contains(&format!("\npackage podpolicy:policy@{WIT_VERSION};\n")));
+        assert_eq!(policy_info().wit_version, WIT_VERSION);
     }
 }

@@ -213,25 +213,27 @@ fn encode(wat: &str, resolve: &Resolve, world: wit_parser::WorldId) -> Vec<u8> {
         .expect("encoding the component")
 }
 
-/// A component of an older contract: package `podpolicy:policy@0.5.0`
+/// A component of an older contract: package `podpolicy:policy@{version}`
 /// whose world only has `policy-info` (the record every version shares),
-/// answering `0.5.0`. The host must refuse it naming both versions.
-pub fn old_contract_component() -> Vec<u8> {
-    let wit = r#"package podpolicy:policy@0.5.0;
-world pod-policy {
-    record feature-gate { name: string, enabled: bool }
-    record policy-info {
+/// answering `version`. The host must refuse it naming both versions.
+pub fn old_contract_component(version: &str) -> Vec<u8> {
+    let wit = format!(
+        r#"package podpolicy:policy@{version};
+world pod-policy {{
+    record feature-gate {{ name: string, enabled: bool }}
+    record policy-info {{
         policy-version: string,
         wit-version: string,
         kubernetes-version: string,
         feature-gates: list<feature-gate>,
-    }
+    }}
     export policy-info: func() -> policy-info;
-}
-"#;
+}}
+"#
+    );
     let mut resolve = Resolve::default();
     let package = resolve
-        .push_str("old.wit", wit)
+        .push_str("old.wit", &wit)
         .expect("the old WIT parses");
     let world = resolve
         .select_world(&[package], Some("pod-policy"))
@@ -239,7 +241,7 @@ world pod-policy {
     let mut info = Vec::new();
     let mut data = String::new();
     let mut at = STRINGS_AT;
-    for s in ["old-0.1.0", "0.5.0", "1.35"] {
+    for s in ["old-0.1.0", version, "1.35"] {
         info.extend([at, s.len() as u32]);
         write!(data, "(data (i32.const {at}) \"{s}\")").unwrap();
         at += 32;

@@ -815,21 +815,25 @@ fn validate_node_checks_the_manager_settings() {
     );
 }
 
-/// A component built for contract 0.5.0 is refused at load, naming both versions.
+/// Components built for earlier contracts (0.5.0, and 0.6.0, the one before
+/// `explain-values` and the admission rules) are refused at load, naming
+/// both versions.
 #[test]
 fn an_old_contract_component_is_refused_naming_both_versions() {
     use podpolicy::runtime::{Cache, Limits, PolicyRuntime};
-    let error = PolicyRuntime::from_bytes(
-        &crate::hostile_policy::old_contract_component(),
-        &Cache::Off,
-        Limits::default(),
-    )
-    .err()
-    .expect("refused");
-    let text = format!("{error:#}");
-    assert!(
-        text.contains("podpolicy:policy@0.5.0")
-            && text.contains(&format!("@{}", podpolicy::runtime::WIT_VERSION)),
-        "{text}"
-    );
+    for old in ["0.5.0", "0.6.0"] {
+        let error = PolicyRuntime::from_bytes(
+            &crate::hostile_policy::old_contract_component(old),
+            &Cache::Off,
+            Limits::default(),
+        )
+        .err()
+        .expect("refused");
+        let text = format!("{error:#}");
+        assert!(
+            text.contains(&format!("podpolicy:policy@{old}"))
+                && text.contains(&format!("@{}", podpolicy::runtime::WIT_VERSION)),
+            "{text}"
+        );
+    }
 }
