@@ -487,6 +487,70 @@ impl AdmissionOut {
     }
 }
 
+/// `explain --why` for a pod the managers refused: the component's inputs
+/// and rules of the admission, as rows (the pod's or a container's topology
+/// decision: each provider's hints, the merged hint with the policy's rule;
+/// then the admission's own reason and rule).
+pub fn admission_reasons(admission: &Admission) -> Vec<crate::output::WhyOut> {
+    let mut rows = Vec::new();
+    for d in &admission.topology {
+        for p in &d.providers {
+            let manager = manager_name(p.manager);
+            match &p.hints {
+                None => rows.push(crate::output::WhyOut {
+                    container: d.container.clone(),
+                    file: format!("hints {manager}"),
+                    value: "no preference".into(),
+                    reason: format!("the {manager} manager has no NUMA preference for it"),
+                }),
+                Some(list) => {
+                    for r in list {
+                        let hints = match &r.hints {
+                            None => "no preference".to_string(),
+                            Some(h) if h.is_empty() => "none: no placement possible".to_string(),
+                            Some(h) => h
+                                .iter()
+                                .map(|h| hint_words(&HintOut::from(h)))
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                        };
+                        rows.push(crate::output::WhyOut {
+                            container: d.container.clone(),
+                            file: format!("hints {manager}/{}", r.resource_name),
+                            value: hints,
+                            reason: format!(
+                                "the {manager} manager's NUMA hints for {}",
+                                r.resource_name
+                            ),
+                        });
+                    }
+                }
+            }
+        }
+        rows.push(crate::output::WhyOut {
+            container: d.container.clone(),
+            file: "topology".into(),
+            value: format!(
+                "{} -> {}",
+                hint_words(&HintOut::from(&d.affinity)),
+                if d.admit { "admit" } else { "reject" }
+            ),
+            reason: d.rule.clone(),
+        });
+    }
+    let verdict = match &admission.rejection {
+        Some(r) => r.reason.clone(),
+        None => "admitted".into(),
+    };
+    rows.push(crate::output::WhyOut {
+        container: None,
+        file: "admission".into(),
+        value: verdict,
+        reason: admission.rule.clone(),
+    });
+    rows
+}
+
 /// A hint as the `--why` lines show it: `[0,1] preferred`, `any NUMA node,
 /// not preferred` (the component's rule lines use the same words).
 fn hint_words(h: &HintOut) -> String {

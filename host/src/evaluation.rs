@@ -65,7 +65,18 @@ pub enum Verdict {
     /// Refused by validation, defaulting or evaluation, with field paths.
     Invalid(Vec<FieldError>),
     /// Valid, but the resource managers do not admit it on this node.
-    NotAdmitted(ManagerError),
+    NotAdmitted(Box<Refusal>),
+}
+
+/// The resource managers' refusal of a pod.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Refusal {
+    /// The rejection as the kubelet reports it.
+    pub error: ManagerError,
+    /// The admission that refused it: the topology decisions (each
+    /// provider's hints, the merged hint, the rule) and the admission's
+    /// rule, for `--why`.
+    pub admission: crate::bindings::Admission,
 }
 
 /// One pod's outcome, named as the agent, `apply` and `explain` name it.
@@ -97,7 +108,10 @@ impl PodOutcome {
                 .iter()
                 .map(|e| format!("{}: {}", e.field, e.message))
                 .collect(),
-            Verdict::NotAdmitted(error) => vec![format!("{}: {}", error.reason, error.message)],
+            Verdict::NotAdmitted(refusal) => vec![format!(
+                "{}: {}",
+                refusal.error.reason, refusal.error.message
+            )],
         }
     }
 
@@ -113,7 +127,8 @@ impl PodOutcome {
             Verdict::Invalid(errors) => {
                 output::Explanation::rejected(self.name.clone(), self.source.clone(), errors)
             }
-            Verdict::NotAdmitted(error) => {
+            Verdict::NotAdmitted(refusal) => {
+                let error = &refusal.error;
                 let mut explanation =
                     output::Explanation::rejected(self.name.clone(), self.source.clone(), &[]);
                 explanation.errors.push(output::ErrorOut {

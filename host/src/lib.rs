@@ -385,8 +385,14 @@ pub fn explain_all(
                 continue;
             };
             let admission = admit_call(policy, &pod.defaulted, placement, node)?;
-            match admission.rejection {
-                Some(rejection) => outcome.verdict = evaluation::Verdict::NotAdmitted(rejection),
+            match admission.rejection.clone() {
+                Some(error) => {
+                    outcome.verdict =
+                        evaluation::Verdict::NotAdmitted(Box::new(evaluation::Refusal {
+                            error,
+                            admission,
+                        }))
+                }
                 None => {
                     placement.state = admission.state;
                     placed.push(i);

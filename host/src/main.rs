@@ -962,9 +962,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let mut report = evaluations.report(&node.name);
             if *why {
                 for (outcome, explanation) in evaluations.pods.iter().zip(&mut report.pods) {
-                    if let Some(pod) = outcome.evaluated() {
-                        explanation.why = podpolicy::evaluation::reasons(&policy, pod, &node)
-                            .with_context(|| format!("explaining {}", outcome.name))?;
+                    match &outcome.verdict {
+                        podpolicy::evaluation::Verdict::Evaluated(pod) => {
+                            explanation.why =
+                                podpolicy::evaluation::reasons(&policy, pod, &node)
+                                    .with_context(|| format!("explaining {}", outcome.name))?;
+                        }
+                        podpolicy::evaluation::Verdict::NotAdmitted(refusal) => {
+                            explanation.why =
+                                podpolicy::admit::admission_reasons(&refusal.admission);
+                        }
+                        podpolicy::evaluation::Verdict::Invalid(_) => {}
                     }
                 }
             }

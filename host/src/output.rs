@@ -484,6 +484,7 @@ impl Explanation {
                     let _ = writeln!(out, "    {}: {} ({}{value})", e.field, e.message, e.reason);
                 }
             }
+            self.why_table(&mut out);
             return out;
         }
         if let Some(q) = &self.qos_class {
@@ -550,23 +551,29 @@ impl Explanation {
                 );
             }
         }
-        if !self.why.is_empty() {
-            let _ = writeln!(out, "  why");
-            for w in &self.why {
-                let owner = w.container.as_deref().unwrap_or("(pod)");
-                let _ = writeln!(
-                    out,
-                    "    {owner} {} {}: {}",
-                    w.file,
-                    table_value(&w.file, &w.value),
-                    w.reason
-                );
-            }
-        }
+        self.why_table(&mut out);
         for w in &self.warnings {
             let _ = writeln!(out, "  warning: {w}");
         }
         out
+    }
+
+    /// The `--why` rows, one line each.
+    fn why_table(&self, out: &mut String) {
+        if self.why.is_empty() {
+            return;
+        }
+        let _ = writeln!(out, "  why");
+        for w in &self.why {
+            let owner = w.container.as_deref().unwrap_or("(pod)");
+            let _ = writeln!(
+                out,
+                "    {owner} {} {}: {}",
+                w.file,
+                table_value(&w.file, &w.value),
+                w.reason
+            );
+        }
     }
 }
 

@@ -281,12 +281,12 @@ fn values(outcome: &PodOutcome) -> Vec<(Key, String)> {
                 );
             }
         }
-        Verdict::NotAdmitted(error) => {
+        Verdict::NotAdmitted(refusal) => {
             push("", "verdict".into(), "not admitted".into());
             push(
                 "",
                 "admission".into(),
-                format!("{}: {}", error.reason, error.message),
+                format!("{}: {}", refusal.error.reason, refusal.error.message),
             );
         }
     }

@@ -1,4 +1,4 @@
-//! `admit --why`: each topology decision with every provider's hints, the
+//! `admit --why` (and `explain --why` of a refused pod): each topology decision with every provider's hints, the
 //! merged hint and the policy rule, and the check behind a rejection, all
 //! from the component (`topology-decision.rule`, `admission.rule`).
 //!
@@ -257,4 +257,75 @@ fn the_readme_example_is_the_real_output() {
     ]);
     assert_eq!(code, 1, "{stderr}");
     assert_eq!(shown, stdout);
+}
+
+/// `explain --why` of a pod the managers refuse shows the same admission
+/// inputs and rules as `admit --why`, as rows of the ExplainReport.
+#[test]
+fn explain_why_of_a_refused_pod_shows_the_admission_decision() {
+    let node = node_file("explain-why-snn", "single-numa-node", "");
+    let report = check(
+        "ExplainReport",
+        &[
+            "explain",
+            "--why",
+            "-o",
+            "json",
+            "--node",
+            node.to_str().unwrap(),
+            "--sysfs",
+            SYSFS,
+            WIDE,
+        ],
+        &[1],
+    );
+    let pod = &report["pods"][0];
+    assert_eq!(pod["errors"][0]["reason"], "TopologyAffinityError");
+    let rule = "single-numa-node (pod scope): merged hint any NUMA node, not preferred: cpu has no preferred hint on a single NUMA node; single-numa-node admits only a preferred hint on one NUMA node";
+    let rows: Vec<(String, String, String)> = pod["why"]
+        .as_array()
+        .expect("why rows for the refused pod")
+        .iter()
+        .map(|r| {
+            assert!(r.get("container").is_none(), "pod scope: {r}");
+            (
+                r["file"].as_str().unwrap().to_string(),
+                r["value"].as_str().unwrap().to_string(),
+                r["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let expected = [
+        (
+            "hints cpu/cpu",
+            "[0,1] preferred",
+            "the cpu manager's NUMA hints for cpu",
+        ),
+        (
+            "hints memory/memory",
+            "[0] preferred, [1] preferred, [0,1] not preferred",
+            "the memory manager's NUMA hints for memory",
+        ),
+        ("topology", "any NUMA node, not preferred -> reject", rule),
+        ("admission", "TopologyAffinityError", rule),
+    ]
+    .map(|(f, v, r)| (f.to_string(), v.to_string(), r.to_string()));
+    assert_eq!(rows, expected);
+
+    let (code, text, _) = podpolicy(&[
+        "explain",
+        "--why",
+        "--node",
+        node.to_str().unwrap(),
+        "--sysfs",
+        SYSFS,
+        WIDE,
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        text.contains(&format!(
+            "    (pod) topology any NUMA node, not preferred -> reject: {rule}\n"
+        )),
+        "{text}"
+    );
 }
