@@ -106,6 +106,31 @@ use runtime::PolicyRuntime;
 pub type PolicyResult<T> = std::result::Result<T, Vec<FieldError>>;
 
 impl PolicyRuntime {
+    /// `validate-pod`, then `default-pod`, then `evaluate` of the defaulted
+    /// pod, as the API server and the kubelet run them for one pod, in one
+    /// fresh instance (the next pod gets another): two instantiations fewer
+    /// per pod than three separate calls. The deadline and the fuel budget
+    /// cover the three together. `Err` in the answer: the first step's
+    /// field errors.
+    pub fn validate_default_evaluate(
+        &self,
+        pod: &Pod,
+        node: &NodeSettings,
+    ) -> Result<PolicyResult<(DefaultedPod, PodEvaluation)>> {
+        self.call(|p, s| {
+            let errors = p.call_validate_pod(&mut *s, pod, node)?;
+            if !errors.is_empty() {
+                return Ok(Err(errors));
+            }
+            let defaulted = match p.call_default_pod(&mut *s, pod, node)? {
+                Ok(defaulted) => defaulted,
+                Err(errors) => return Ok(Err(errors)),
+            };
+            Ok(p.call_evaluate(&mut *s, &defaulted.pod, node)?
+                .map(|evaluation| (defaulted, evaluation)))
+        })
+    }
+
     /// Export `explain-values`: `evaluate`'s values with the rule behind each.
     pub fn explain_values(
         &self,
@@ -456,16 +481,8 @@ pub fn explain(
         source: doc.origin.clone(),
         verdict,
     };
-    let errors = policy.validate_pod(&doc.pod, node)?;
-    if !errors.is_empty() {
-        return Ok(outcome(evaluation::Verdict::Invalid(errors)));
-    }
-    let defaulted = match policy.default_pod(&doc.pod, node)? {
-        Ok(d) => d,
-        Err(errors) => return Ok(outcome(evaluation::Verdict::Invalid(errors))),
-    };
-    Ok(match policy.evaluate(&defaulted.pod, node)? {
-        Ok(evaluation) => outcome(evaluation::Verdict::Evaluated(Box::new(
+    Ok(match policy.validate_default_evaluate(&doc.pod, node)? {
+        Ok((defaulted, evaluation)) => outcome(evaluation::Verdict::Evaluated(Box::new(
             evaluation::EvaluatedPod {
                 defaulted: defaulted.pod,
                 patch: defaulted.patch,

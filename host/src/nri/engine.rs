@@ -334,19 +334,8 @@ impl Engine {
     /// pod, or one whose QoS class contradicts its cgroup parent, is an
     /// error (no adjustment).
     fn evaluate(&self, policy: &PolicyRuntime, rebuilt: &Rebuilt) -> Result<(PodEvaluation, Pod)> {
-        let pod = &rebuilt.doc.pod;
-        let errors = policy.validate_pod(pod, &self.node)?;
-        if !errors.is_empty() {
-            bail!(
-                "the policy rejects the pod: {}",
-                format_field_errors(&errors)
-            );
-        }
-        let defaulted = policy
-            .default_pod(pod, &self.node)?
-            .map_err(|e| anyhow!("the policy rejects the pod: {}", format_field_errors(&e)))?;
-        let eval = policy
-            .evaluate(&defaulted.pod, &self.node)?
+        let (defaulted, eval) = policy
+            .validate_default_evaluate(&rebuilt.doc.pod, &self.node)?
             .map_err(|e| anyhow!("the policy rejects the pod: {}", format_field_errors(&e)))?;
         if let Some(parent) = rebuilt.parent_qos
             && parent != eval.qos_class
