@@ -451,11 +451,7 @@ impl AdmissionOut {
         for d in &self.topology {
             let owner = d.container.as_deref().unwrap_or("(pod)");
             for p in &d.providers {
-                let hints = match &p.hints {
-                    None => "no preference".to_string(),
-                    Some(list) if list.is_empty() => "none: no placement possible".to_string(),
-                    Some(list) => list.iter().map(hint_words).collect::<Vec<_>>().join(", "),
-                };
+                let hints = hint_list_words(p.hints.as_deref());
                 let _ = writeln!(
                     out,
                     "    {owner} {} manager, {}: {hints}",
@@ -505,15 +501,12 @@ pub fn admission_reasons(admission: &Admission) -> Vec<crate::output::WhyOut> {
                 }),
                 Some(list) => {
                     for r in list {
-                        let hints = match &r.hints {
-                            None => "no preference".to_string(),
-                            Some(h) if h.is_empty() => "none: no placement possible".to_string(),
-                            Some(h) => h
-                                .iter()
-                                .map(|h| hint_words(&HintOut::from(h)))
-                                .collect::<Vec<_>>()
-                                .join(", "),
-                        };
+                        let hints = hint_list_words(
+                            r.hints
+                                .as_ref()
+                                .map(|h| h.iter().map(HintOut::from).collect::<Vec<_>>())
+                                .as_deref(),
+                        );
                         rows.push(crate::output::WhyOut {
                             container: d.container.clone(),
                             file: format!("hints {manager}/{}", r.resource_name),
@@ -549,6 +542,17 @@ pub fn admission_reasons(admission: &Admission) -> Vec<crate::output::WhyOut> {
         reason: admission.rule.clone(),
     });
     rows
+}
+
+/// A provider's hint list as the `--why` lines show it: `no preference`
+/// (no list), `none: no placement possible` (an empty one), else the hints
+/// joined by commas.
+fn hint_list_words(hints: Option<&[HintOut]>) -> String {
+    match hints {
+        None => "no preference".to_string(),
+        Some([]) => "none: no placement possible".to_string(),
+        Some(list) => list.iter().map(hint_words).collect::<Vec<_>>().join(", "),
+    }
 }
 
 /// A hint as the `--why` lines show it: `[0,1] preferred`, `any NUMA node,
