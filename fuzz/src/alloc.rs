@@ -380,7 +380,12 @@ pub const GATES: [&str; 8] = [
     "SidecarContainers",
 ];
 
-const TOPOLOGY_POLICIES: [&str; 4] = ["none", "best-effort", "restricted", "single-numa-node"];
+const TOPOLOGY_POLICIES: [host::TopologyManagerPolicy; 4] = [
+    host::TopologyManagerPolicy::None,
+    host::TopologyManagerPolicy::BestEffort,
+    host::TopologyManagerPolicy::Restricted,
+    host::TopologyManagerPolicy::SingleNumaNode,
+];
 
 /// The managers' node settings.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -468,7 +473,7 @@ impl NodeSpec {
         ];
         let cpu_static = !self.cpu_policy.is_multiple_of(4);
         if cpu_static {
-            node.cpu_manager_policy = Some("static".into());
+            node.cpu_manager_policy = Some(host::CpuManagerPolicy::Static);
         }
         node.cpu_manager_policy_options = CPU_OPTIONS
             .iter()
@@ -513,7 +518,7 @@ impl NodeSpec {
         }
         let memory_static = !self.memory_policy.is_multiple_of(3);
         if memory_static {
-            node.memory_manager_policy = Some("Static".into());
+            node.memory_manager_policy = Some(host::MemoryManagerPolicy::Static);
         }
         let size = [0u64, 64 * MIB, 256 * MIB, GIB][usize::from(self.reserved_memory & 3)];
         node.reserved_memory = topology
@@ -531,17 +536,15 @@ impl NodeSpec {
                 }
             })
             .collect();
-        node.topology_manager_policy = Some(
-            TOPOLOGY_POLICIES[usize::from(self.topology_policy) % TOPOLOGY_POLICIES.len()].into(),
-        );
-        node.topology_manager_scope = Some(
-            match (self.topology & 8 != 0, self.topology & 1 != 0) {
-                (true, _) => "node",
-                (false, true) => "pod",
-                (false, false) => "container",
-            }
-            .into(),
-        );
+        node.topology_manager_policy =
+            Some(TOPOLOGY_POLICIES[usize::from(self.topology_policy) % TOPOLOGY_POLICIES.len()]);
+        // An unknown scope name cannot cross the contract (an enum); the
+        // host's decoding refuses it before any call.
+        node.topology_manager_scope = Some(if self.topology & 1 != 0 {
+            host::TopologyManagerScope::Pod
+        } else {
+            host::TopologyManagerScope::Container
+        });
         if self.topology & 2 != 0 {
             node.topology_manager_policy_options
                 .push(host::PolicyOption {

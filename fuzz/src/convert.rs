@@ -176,6 +176,15 @@ record!(PodResourcesOptions {
     skip_container_level_resources,
 });
 enumeration!(CgroupVersion { V1, V2 });
+enumeration!(CpuManagerPolicy { None, Static });
+enumeration!(MemoryManagerPolicy { None, Static });
+enumeration!(TopologyManagerPolicy {
+    None,
+    BestEffort,
+    Restricted,
+    SingleNumaNode
+});
+enumeration!(TopologyManagerScope { Container, Pod });
 enumeration!(CgroupDriver { Cgroupfs, Systemd });
 enumeration!(CpuWeightCurve {
     Linear,

@@ -591,9 +591,18 @@ fn node<S: Stream>(s: &mut S, v: &mut host::NodeSettings) -> Result<()> {
         |s, c| variant(s, c, &[CpuWeightCurve::Linear, CpuWeightCurve::Logarithmic]),
     )?;
     opt(s, &mut v.single_process_oom_kill, || false, flag)?;
-    opt(s, &mut v.cpu_manager_policy, String::new, |s, p| {
-        choice(s, p, &["none", "static"])
-    })?;
+    opt(
+        s,
+        &mut v.cpu_manager_policy,
+        || host::CpuManagerPolicy::None,
+        |s, p| {
+            variant(
+                s,
+                p,
+                &[host::CpuManagerPolicy::None, host::CpuManagerPolicy::Static],
+            )
+        },
+    )?;
     policy_options(
         s,
         &mut v.cpu_manager_policy_options,
@@ -607,9 +616,21 @@ fn node<S: Stream>(s: &mut S, v: &mut host::NodeSettings) -> Result<()> {
     opt(s, &mut v.reserved_system_cpus, String::new, |s, c| {
         choice(s, c, &["0", "0,1", "0-3"])
     })?;
-    opt(s, &mut v.memory_manager_policy, String::new, |s, p| {
-        choice(s, p, &["None", "Static"])
-    })?;
+    opt(
+        s,
+        &mut v.memory_manager_policy,
+        || host::MemoryManagerPolicy::None,
+        |s, p| {
+            variant(
+                s,
+                p,
+                &[
+                    host::MemoryManagerPolicy::None,
+                    host::MemoryManagerPolicy::Static,
+                ],
+            )
+        },
+    )?;
     list(
         s,
         &mut v.reserved_memory,
@@ -625,16 +646,36 @@ fn node<S: Stream>(s: &mut S, v: &mut host::NodeSettings) -> Result<()> {
             resource_list(s, &mut r.limits)
         },
     )?;
-    opt(s, &mut v.topology_manager_policy, String::new, |s, p| {
-        choice(
+    {
+        use host::TopologyManagerPolicy as P;
+        opt(
             s,
-            p,
-            &["none", "best-effort", "restricted", "single-numa-node"],
-        )
-    })?;
-    opt(s, &mut v.topology_manager_scope, String::new, |s, p| {
-        choice(s, p, &["container", "pod"])
-    })?;
+            &mut v.topology_manager_policy,
+            || P::None,
+            |s, p| {
+                variant(
+                    s,
+                    p,
+                    &[P::None, P::BestEffort, P::Restricted, P::SingleNumaNode],
+                )
+            },
+        )?;
+    }
+    opt(
+        s,
+        &mut v.topology_manager_scope,
+        || host::TopologyManagerScope::Container,
+        |s, p| {
+            variant(
+                s,
+                p,
+                &[
+                    host::TopologyManagerScope::Container,
+                    host::TopologyManagerScope::Pod,
+                ],
+            )
+        },
+    )?;
     policy_options(
         s,
         &mut v.topology_manager_policy_options,

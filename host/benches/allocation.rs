@@ -5,6 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+mod targets;
+
 use podpolicy::runtime::{Cache, Limits, PolicyRuntime};
 use policy_wasm::wit as guest;
 
@@ -75,9 +77,9 @@ fn main() {
     let gates = ["PodLevelResources", "PodLevelResourceManagers"];
     let host_node = podpolicy::bindings::NodeSettings {
         system_reserved: vec![host_cpu],
-        cpu_manager_policy: Some("static".into()),
-        topology_manager_policy: Some("best-effort".into()),
-        topology_manager_scope: Some("pod".into()),
+        cpu_manager_policy: Some(podpolicy::bindings::CpuManagerPolicy::Static),
+        topology_manager_policy: Some(podpolicy::bindings::TopologyManagerPolicy::BestEffort),
+        topology_manager_scope: Some(podpolicy::bindings::TopologyManagerScope::Pod),
         feature_gates: gates
             .iter()
             .map(|g| podpolicy::bindings::FeatureGate {
@@ -89,9 +91,9 @@ fn main() {
     };
     let mut guest_node = policy_wasm::node::default_settings();
     guest_node.system_reserved = vec![guest_cpu];
-    guest_node.cpu_manager_policy = Some("static".into());
-    guest_node.topology_manager_policy = Some("best-effort".into());
-    guest_node.topology_manager_scope = Some("pod".into());
+    guest_node.cpu_manager_policy = Some(policy_wasm::wit::CpuManagerPolicy::Static);
+    guest_node.topology_manager_policy = Some(policy_wasm::wit::TopologyManagerPolicy::BestEffort);
+    guest_node.topology_manager_scope = Some(policy_wasm::wit::TopologyManagerScope::Pod);
     guest_node.feature_gates = gates
         .iter()
         .map(|g| guest::FeatureGate {
@@ -226,8 +228,8 @@ fn main() {
         "component (fresh pooled instance):   median {:>9.1} us",
         component.as_secs_f64() * 1e6
     );
-    println!(
-        "ratio component / native:            {:.2}",
-        component.as_secs_f64() / native.as_secs_f64()
-    );
+    let ratio = component.as_secs_f64() / native.as_secs_f64();
+    println!("ratio component / native:            {ratio:.2}");
+    targets::time_at_most("admit-256", component, targets::ADMISSION_256);
+    targets::ratio_at_most("admit-256-ratio", ratio, targets::ADMISSION_256_RATIO);
 }

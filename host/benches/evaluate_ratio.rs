@@ -23,12 +23,9 @@ mod convert;
 use convert::to_native;
 
 mod common;
+mod targets;
 use common::{agreed_pod, node};
 
-/// Issue 9: a warm component evaluation of the 3-container pod within 3x native.
-const WARM_RATIO_TARGET: f64 = 3.0;
-/// Issue 9: a fresh pooled instance plus evaluation of the 3-container pod.
-const FRESH_TARGET: Duration = Duration::from_micros(20);
 /// Timed calls per case and round.
 const BLOCK: u32 = 16;
 
@@ -104,18 +101,10 @@ fn main() {
             ratio(fresh)
         );
         if count == 3 {
-            let verdict = |met: bool| if met { "met" } else { "missed" };
-            println!(
-                "  target warm <= {WARM_RATIO_TARGET}x native: {} ({:.2}x)",
-                verdict(ratio(warm_time) <= WARM_RATIO_TARGET),
-                ratio(warm_time)
-            );
-            println!(
-                "  target fresh <= {:.0}us: {} ({:.1}us)",
-                micros(FRESH_TARGET),
-                verdict(fresh <= FRESH_TARGET),
-                micros(fresh)
-            );
+            targets::ratio_at_most("warm-evaluate-3", ratio(warm_time), targets::WARM_3_RATIO);
+            targets::time_at_most("fresh-evaluate-3", fresh, targets::FRESH_EVALUATION);
+        } else {
+            targets::ratio_at_most("warm-evaluate-20", ratio(warm_time), targets::WARM_20_RATIO);
         }
     }
 }

@@ -18,6 +18,7 @@
 #[path = "../../tests/e2e/webhook/client.rs"]
 #[allow(dead_code)]
 mod client;
+mod targets;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -430,6 +431,19 @@ fn main() -> Result<()> {
         percentile(&latencies, 90.0),
         percentile(&latencies, 99.0),
         latencies.last().map_or(0.0, |&us| f64::from(us) / 1000.0),
+    );
+    let p99 = percentile(&latencies, 99.0);
+    targets::report(
+        "webhook-reviews-per-second",
+        errors == 0 && rate >= targets::WEBHOOK_REVIEWS_PER_SECOND,
+        format!("{rate:.0}/s with {errors} errors"),
+        format!(">= {:.0}/s", targets::WEBHOOK_REVIEWS_PER_SECOND),
+    );
+    targets::report(
+        "webhook-p99",
+        reviews > 0 && p99 <= targets::WEBHOOK_P99_MS,
+        format!("{p99:.2} ms"),
+        format!("<= {} ms", targets::WEBHOOK_P99_MS),
     );
     let total: f64 = cpu.iter().map(|(_, seconds)| seconds).sum();
     if reviews > 0 {

@@ -38,10 +38,10 @@ pub fn start_state(
         Ok(Err(e)) => bail!(
             "the resource managers refuse to start: {}{}{}",
             e.message,
-            if e.reason.is_empty() {
+            if e.reason().is_empty() {
                 String::new()
             } else {
-                format!(" ({})", e.reason)
+                format!(" ({})", e.reason())
             },
             match state_dir {
                 Some(dir) => format!(
@@ -292,7 +292,7 @@ impl AdmissionOut {
             uid: pod.uid.clone(),
             admitted: admission.rejection.is_none(),
             rejection: admission.rejection.as_ref().map(|r| RejectionOut {
-                reason: r.reason.clone(),
+                reason: r.reason().to_string(),
                 message: r.message.clone(),
             }),
             topology: admission
@@ -532,7 +532,7 @@ pub fn admission_reasons(admission: &Admission) -> Vec<crate::output::WhyOut> {
         });
     }
     let verdict = match &admission.rejection {
-        Some(r) => r.reason.clone(),
+        Some(r) => r.reason().to_string(),
         None => "admitted".into(),
     };
     rows.push(crate::output::WhyOut {

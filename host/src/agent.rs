@@ -770,7 +770,9 @@ impl Agent {
                     }
                     report.rejected.push(format!(
                         "{}: {}: {}",
-                        outcome.name, rejection.reason, rejection.message
+                        outcome.name,
+                        rejection.reason(),
+                        rejection.message
                     ));
                     continue;
                 }
@@ -838,7 +840,9 @@ impl Agent {
             if let Some(r) = &admission.rejection {
                 report.errors.push(format!(
                     "{}: no longer admitted on the current manager state: {}: {}",
-                    outcome.name, r.reason, r.message
+                    outcome.name,
+                    r.reason(),
+                    r.message
                 ));
                 continue;
             }

@@ -34,7 +34,8 @@ use policy_wasm::quantity::Quantity;
 use serde_json::{Map, Value};
 
 use crate::bindings::{
-    self as wit, FeatureGate, NodeSettings, PodResourcesOptions, QosClass, ResourceAmount,
+    self as wit, FeatureGate, KubeletName as _, NodeSettings, PodResourcesOptions, QosClass,
+    ResourceAmount,
 };
 use crate::pod_input::pod_from_json;
 use crate::runtime::PolicyRuntime;
@@ -370,6 +371,17 @@ fn opt_str<'a>(value: &'a Value, key: &str) -> Checked<Option<&'a str>> {
     }
 }
 
+/// `input[key]`, a closed set, by its KubeletConfiguration name.
+fn kubelet_enum<T: wit::KubeletName>(value: &Value, key: &str) -> Checked<Option<T>> {
+    match opt_str(value, key)? {
+        None => Ok(None),
+        Some(name) => T::from_kubelet_name(name).map(Some).ok_or_else(|| {
+            let known: Vec<&str> = T::ALL.iter().map(|v| v.kubelet_name()).collect();
+            format!("{key} `{name}` is not one of {}", known.join(", "))
+        }),
+    }
+}
+
 /// `input[key]` as a required string.
 fn req_str<'a>(value: &'a Value, key: &str) -> Checked<&'a str> {
     opt_str(value, key)?.ok_or_else(|| format!("{key} is missing"))
@@ -529,12 +541,12 @@ fn want_errors(
 }
 
 /// The kubelet's name for a manager error kind (`Type()` of its Go error).
-fn manager_kind_names(kind: wit::ManagerErrorKind) -> &'static [&'static str] {
+fn manager_kind_names(kind: &wit::ManagerErrorKind) -> &'static [&'static str] {
     use wit::ManagerErrorKind as K;
     match kind {
         K::Configuration => &["configuration"],
         K::TopologyAffinity => &["topology-affinity", "TopologyAffinityError"],
-        K::SmtAlignment => &["smt-alignment", "SMTAlignmentError"],
+        K::SmtAlignment(_) => &["smt-alignment", "SMTAlignmentError"],
         K::EmptyPodSharedPool => &["empty-pod-shared-pool", "EmptyPodSharedPoolError"],
         K::UnexpectedAdmission => &["unexpected-admission", "UnexpectedAdmissionError"],
     }
@@ -546,9 +558,9 @@ fn manager_kind_names(kind: wit::ManagerErrorKind) -> &'static [&'static str] {
 /// errors carry no field path, so an expected `field` never matches.
 fn manager_error_matches(want: &WantError, got: &wit::ManagerError) -> bool {
     let kind_ok = want.kind.as_deref().is_none_or(|k| {
-        (!got.reason.is_empty() && k == got.reason)
+        (!got.reason().is_empty() && k == got.reason())
             || k == got.function
-            || manager_kind_names(got.kind).contains(&k)
+            || manager_kind_names(&got.kind).contains(&k)
     });
     let message_ok = want.message.as_deref().is_none_or(|m| m == got.message);
     kind_ok && message_ok && want.field.is_none()
@@ -565,7 +577,9 @@ fn check_manager_error(
         (true, None) => {}
         (true, Some(e)) => problems.push(format!(
             "unexpected error from {}: {} {:?}",
-            e.function, e.reason, e.message
+            e.function,
+            e.reason(),
+            e.message
         )),
         (false, None) => problems.push(format!(
             "expected error {}, the call succeeded",
@@ -584,7 +598,10 @@ fn check_manager_error(
                     };
                     problems.push(format!(
                         "expected error {w}{field}, got {:?} from {} (reason {:?}, kind {:?})",
-                        e.message, e.function, e.reason, e.kind
+                        e.message,
+                        e.function,
+                        e.reason(),
+                        e.kind
                     ));
                 }
             }
@@ -1419,9 +1436,11 @@ pub fn resize_targets(plan: &wit::ResizePlan) -> Vec<String> {
     let mut targets: Vec<String> = Vec::new();
     for step in &plan.steps {
         let target = match (step.kind, &step.container) {
-            (wit::ResizeStepKind::WritePod, _) => format!("pod:{}", step.resource_name),
+            (wit::ResizeStepKind::WritePod, _) => {
+                format!("pod:{}", step.resource.kubelet_name())
+            }
             (wit::ResizeStepKind::WriteContainer, Some(c)) => {
-                format!("container:{c}:{}", step.resource_name)
+                format!("container:{c}:{}", step.resource.kubelet_name())
             }
             _ => continue,
         };
@@ -1641,9 +1660,8 @@ fn node_settings(what: &str, value: &Value) -> Checked<NodeSettings> {
         page_size_bytes: opt_u64(value, "pageSizeBytes").map_err(err)?,
         cpu_weight_curve,
         single_process_oom_kill: opt_bool(value, "singleProcessOOMKill").map_err(err)?,
-        cpu_manager_policy: opt_str(value, "cpuManagerPolicy")
-            .map_err(err)?
-            .map(str::to_string),
+        cpu_manager_policy: kubelet_enum::<wit::CpuManagerPolicy>(value, "cpuManagerPolicy")
+            .map_err(err)?,
         cpu_manager_policy_options: policy_options(
             &format!("{what}.cpuManagerPolicyOptions"),
             &value["cpuManagerPolicyOptions"],
@@ -1651,16 +1669,22 @@ fn node_settings(what: &str, value: &Value) -> Checked<NodeSettings> {
         reserved_system_cpus: opt_str(value, "reservedSystemCPUs")
             .map_err(err)?
             .map(str::to_string),
-        memory_manager_policy: opt_str(value, "memoryManagerPolicy")
-            .map_err(err)?
-            .map(str::to_string),
+        memory_manager_policy: kubelet_enum::<wit::MemoryManagerPolicy>(
+            value,
+            "memoryManagerPolicy",
+        )
+        .map_err(err)?,
         reserved_memory,
-        topology_manager_policy: opt_str(value, "topologyManagerPolicy")
-            .map_err(err)?
-            .map(str::to_string),
-        topology_manager_scope: opt_str(value, "topologyManagerScope")
-            .map_err(err)?
-            .map(str::to_string),
+        topology_manager_policy: kubelet_enum::<wit::TopologyManagerPolicy>(
+            value,
+            "topologyManagerPolicy",
+        )
+        .map_err(err)?,
+        topology_manager_scope: kubelet_enum::<wit::TopologyManagerScope>(
+            value,
+            "topologyManagerScope",
+        )
+        .map_err(err)?,
         topology_manager_policy_options: policy_options(
             &format!("{what}.topologyManagerPolicyOptions"),
             &value["topologyManagerPolicyOptions"],
@@ -2478,7 +2502,8 @@ fn warnings_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> Cas
     let got: BTreeSet<String> = policy
         .call(|p, s| p.call_pod_warnings(s, &pod))
         .map_err(|e| format!("calling the component failed: {e:#}"))?
-        .into_iter()
+        .iter()
+        .map(ToString::to_string)
         .collect();
     let want: BTreeSet<String> = match expected.get("warnings") {
         None => return Err("expected.warnings is missing".into()),
@@ -2720,11 +2745,11 @@ fn admit_case(
                 None => problems.push(format!("pod {name}: expected a rejection, admitted")),
                 Some(got) => {
                     if let Some(reason) = opt_str(rejection, "reason")?
-                        && reason != got.reason
+                        && reason != got.reason()
                     {
                         problems.push(format!(
                             "pod {name} rejection reason: expected {reason}, got {}",
-                            got.reason
+                            got.reason()
                         ));
                     }
                     if let Some(message) = opt_str(rejection, "message")?
@@ -3233,7 +3258,7 @@ fn static_cpu_node(input: &Value, case_name: &str) -> Checked<NodeSettings> {
     if case_name.contains("CPUManagerPolicyAlphaOptions enabled") {
         set_gate(&mut node, "CPUManagerPolicyAlphaOptions", true);
     }
-    node.cpu_manager_policy = Some("static".into());
+    node.cpu_manager_policy = Some(wit::CpuManagerPolicy::Static);
     node.cpu_manager_policy_options = policy_options("input.options", &input["options"])?;
     let reserved = opt_u64(input, "num_reserved_cpus")?.unwrap_or(0);
     if reserved > 0 {
@@ -3425,7 +3450,8 @@ fn merge_case(
             .collect::<Checked<Vec<_>>>()?,
     };
     let mut node = node_with_gates(input)?;
-    node.topology_manager_policy = Some(req_str(input, "policy")?.to_string());
+    node.topology_manager_policy =
+        Some(kubelet_enum(input, "policy")?.ok_or_else(|| "policy is missing".to_string())?);
     node.topology_manager_policy_options =
         policy_options("input.policy_options", &input["policy_options"])?;
     let providers = input["providers_hints"]
@@ -4343,7 +4369,7 @@ fn memory_node(
         }
     };
     let node = NodeSettings {
-        memory_manager_policy: Some("Static".into()),
+        memory_manager_policy: Some(wit::MemoryManagerPolicy::Static),
         reserved_memory: reserved,
         ..node_with_gates(input)?
     };

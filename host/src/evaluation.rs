@@ -110,7 +110,8 @@ impl PodOutcome {
                 .collect(),
             Verdict::NotAdmitted(refusal) => vec![format!(
                 "{}: {}",
-                refusal.error.reason, refusal.error.message
+                refusal.error.reason(),
+                refusal.error.message
             )],
         }
     }
@@ -133,7 +134,7 @@ impl PodOutcome {
                     output::Explanation::rejected(self.name.clone(), self.source.clone(), &[]);
                 explanation.errors.push(output::ErrorOut {
                     field: String::new(),
-                    reason: error.reason.clone(),
+                    reason: error.reason().to_string(),
                     message: error.message.clone(),
                     bad_value: None,
                 });

@@ -307,6 +307,15 @@ pub fn parse_kubelet_config(origin: &str, text: &str) -> Result<KubeletConfig> {
         .map_err(|e| anyhow!("{origin}: {}: {}", e.path(), e.inner()))
 }
 
+/// A closed-set setting: unset or `""` is `None` (the kubelet default),
+/// a known name its value; `Err` carries an unknown name.
+fn kubelet_enum<T: wit::KubeletName>(value: Option<&str>) -> Result<Option<T>, &str> {
+    match value {
+        None | Some("") => Ok(None),
+        Some(name) => T::from_kubelet_name(name).map(Some).ok_or(name),
+    }
+}
+
 fn non_empty(value: &Option<String>) -> Option<String> {
     value.as_ref().filter(|v| !v.is_empty()).cloned()
 }
@@ -409,6 +418,52 @@ impl KubeletConfig {
                 wit::CgroupDriver::Cgroupfs
             }
         };
+        // The manager policies and the scope are closed sets, enums in the
+        // contract; an unknown name is refused here with upstream's words.
+        let cpu_manager_policy = match kubelet_enum::<wit::CpuManagerPolicy>(
+            self.cpu_manager_policy.as_deref(),
+        ) {
+            Ok(value) => value,
+            Err(other) => {
+                errors.push(format!(
+                    "{prefix}cpuManagerPolicy: unknown policy: {other:?} (supported values: \"none\", \"static\")"
+                ));
+                None
+            }
+        };
+        let memory_manager_policy = match kubelet_enum::<wit::MemoryManagerPolicy>(
+            self.memory_manager_policy.as_deref(),
+        ) {
+            Ok(value) => value,
+            Err(other) => {
+                errors.push(format!(
+                    "{prefix}memoryManagerPolicy: unknown policy: {other:?} (supported values: \"None\", \"Static\")"
+                ));
+                None
+            }
+        };
+        let topology_manager_policy = match kubelet_enum::<wit::TopologyManagerPolicy>(
+            self.topology_manager_policy.as_deref(),
+        ) {
+            Ok(value) => value,
+            Err(other) => {
+                errors.push(format!(
+                    "{prefix}topologyManagerPolicy: invalid configuration: topologyManagerPolicy (--topology-manager-policy) {other:?} must be one of: [\"none\" \"best-effort\" \"restricted\" \"single-numa-node\"]"
+                ));
+                None
+            }
+        };
+        let topology_manager_scope = match kubelet_enum::<wit::TopologyManagerScope>(
+            self.topology_manager_scope.as_deref(),
+        ) {
+            Ok(value) => value,
+            Err(other) => {
+                errors.push(format!(
+                    "{prefix}topologyManagerScope: invalid configuration: topologyManagerScope (--topology-manager-scope) {other:?} must be one of: \"container\", or \"pod\""
+                ));
+                None
+            }
+        };
         let memory_reservation_policy = match self.memory_reservation_policy.as_deref() {
             None | Some("") => None,
             Some("None") => Some(wit::MemoryReservationPolicy::None),
@@ -476,10 +531,10 @@ impl KubeletConfig {
         settings.memory_throttling_factor = self.memory_throttling_factor;
         settings.memory_reservation_policy = memory_reservation_policy;
         settings.single_process_oom_kill = self.single_process_oom_kill;
-        settings.cpu_manager_policy = non_empty(&self.cpu_manager_policy);
+        settings.cpu_manager_policy = cpu_manager_policy;
         settings.cpu_manager_policy_options = options(self.cpu_manager_policy_options.as_ref());
         settings.reserved_system_cpus = non_empty(&self.reserved_system_cpus);
-        settings.memory_manager_policy = non_empty(&self.memory_manager_policy);
+        settings.memory_manager_policy = memory_manager_policy;
         settings.reserved_memory = self
             .reserved_memory
             .iter()
@@ -489,8 +544,8 @@ impl KubeletConfig {
                 limits: resource_list(Some(&r.limits)),
             })
             .collect();
-        settings.topology_manager_policy = non_empty(&self.topology_manager_policy);
-        settings.topology_manager_scope = non_empty(&self.topology_manager_scope);
+        settings.topology_manager_policy = topology_manager_policy;
+        settings.topology_manager_scope = topology_manager_scope;
         settings.topology_manager_policy_options =
             options(self.topology_manager_policy_options.as_ref());
         settings.feature_gates = feature_gates;

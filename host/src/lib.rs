@@ -27,6 +27,75 @@ pub mod bindings {
         additional_derives: [serde::Serialize, PartialEq],
     });
 
+    /// The kubelet configuration's spelling of each closed set the contract
+    /// types as an enum: [`KubeletName::kubelet_name`] writes it and
+    /// [`KubeletName::from_kubelet_name`] reads it (case-sensitive, as the
+    /// kubelet compares them).
+    pub trait KubeletName: Sized + Copy + 'static {
+        /// Every value, in the kubelet's documentation order.
+        const ALL: &'static [Self];
+        /// The name as a KubeletConfiguration writes it.
+        fn kubelet_name(self) -> &'static str;
+        /// The value a KubeletConfiguration name stands for.
+        fn from_kubelet_name(name: &str) -> Option<Self> {
+            Self::ALL.iter().copied().find(|v| v.kubelet_name() == name)
+        }
+    }
+
+    macro_rules! kubelet_names {
+        ($ty:ident { $($variant:ident => $name:literal),* $(,)? }) => {
+            impl KubeletName for $ty {
+                const ALL: &'static [Self] = &[$($ty::$variant),*];
+                fn kubelet_name(self) -> &'static str {
+                    match self { $($ty::$variant => $name),* }
+                }
+            }
+        };
+    }
+    kubelet_names!(CpuManagerPolicy { None => "none", Static => "static" });
+    kubelet_names!(MemoryManagerPolicy { None => "None", Static => "Static" });
+    kubelet_names!(TopologyManagerPolicy {
+        None => "none",
+        BestEffort => "best-effort",
+        Restricted => "restricted",
+        SingleNumaNode => "single-numa-node",
+    });
+    kubelet_names!(TopologyManagerScope { Container => "container", Pod => "pod" });
+    kubelet_names!(ResizeResource { Cpu => "cpu", Memory => "memory" });
+    kubelet_names!(PatchOp { Add => "add", Replace => "replace" });
+
+    impl ManagerErrorKind {
+        /// The admission reason the kubelet reports in the pod status
+        /// (upstream's error type name); `""` for configuration errors,
+        /// which are no admission result. The names are the policy crate's.
+        pub fn reason(&self) -> &'static str {
+            use policy_wasm::{
+                cpu_manager::policy_static as cpu, memory_manager as mm, topology as tm,
+            };
+            match self {
+                ManagerErrorKind::Configuration => "",
+                ManagerErrorKind::TopologyAffinity => tm::ERROR_TOPOLOGY_AFFINITY,
+                ManagerErrorKind::SmtAlignment(_) => cpu::ERROR_SMT_ALIGNMENT,
+                ManagerErrorKind::EmptyPodSharedPool => mm::ERROR_EMPTY_POD_SHARED_POOL,
+                ManagerErrorKind::UnexpectedAdmission => mm::ERROR_UNEXPECTED_ADMISSION,
+            }
+        }
+    }
+
+    impl ManagerError {
+        /// [`ManagerErrorKind::reason`] of this error.
+        pub fn reason(&self) -> &'static str {
+            self.kind.reason()
+        }
+    }
+
+    impl std::fmt::Display for PodWarning {
+        /// `<field>: <message>`, the text the API server returns as a warning.
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "{}: {}", self.field, self.message)
+        }
+    }
+
     /// Lists every export of the world once, so a new export that is missing
     /// here is a compile error (the struct literal below must name them all).
     macro_rules! load_exports {
@@ -270,7 +339,6 @@ impl PolicyRuntime {
                     bindings::ManagerResponse::State(state) => Ok(state),
                     _ => Err(bindings::ManagerError {
                         kind: bindings::ManagerErrorKind::UnexpectedAdmission,
-                        reason: String::new(),
                         message: "the policy answered `start` with another response".into(),
                         function: "Start".into(),
                     }),

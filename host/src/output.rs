@@ -4,6 +4,7 @@
 //! cgroup files as `file -> value` maps). It is filled from the component's
 //! results only.
 
+use crate::bindings::KubeletName as _;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -115,7 +116,7 @@ pub fn patch_json(ops: &[PatchOperation]) -> Vec<PatchOut> {
     };
     ops.iter()
         .map(|op| PatchOut {
-            op: op.op.clone(),
+            op: op.op.kubelet_name().to_string(),
             path: op.path.clone(),
             value: match &op.value {
                 PatchValue::Quantity(q) => serde_json::Value::String(q.clone()),

@@ -286,7 +286,7 @@ fn values(outcome: &PodOutcome) -> Vec<(Key, String)> {
             push(
                 "",
                 "admission".into(),
-                format!("{}: {}", refusal.error.reason, refusal.error.message),
+                format!("{}: {}", refusal.error.reason(), refusal.error.message),
             );
         }
     }

@@ -1,6 +1,7 @@
 //! `podpolicy resize OLD NEW`: the component's decision and plan for an
 //! in-place resize, and with `--apply` its execution against cgroup files.
 
+use crate::bindings::KubeletName as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, anyhow, bail};
@@ -140,7 +141,7 @@ impl ResizeReport {
                 json!({
                     "kind": kind_name(s.kind),
                     "container": s.container,
-                    "resource": s.resource_name,
+                    "resource": s.resource.kubelet_name(),
                     "direction": direction_name(s.direction),
                     "files": s.files.iter().map(|f| (f.file.clone(), Value::String(f.value.clone()))).collect::<serde_json::Map<_, _>>(),
                     "memoryLimitBytes": s.memory_limit_bytes,
@@ -204,7 +205,7 @@ impl ResizeReport {
                 i + 1,
                 kind_name(s.kind),
                 target,
-                s.resource_name
+                s.resource.kubelet_name()
             ));
         }
         if let Some(e) = &self.execution {

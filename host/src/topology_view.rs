@@ -346,7 +346,7 @@ pub fn build(
                 name: outcome.name.clone(),
                 uid: evaluated.defaulted.uid.clone(),
                 assignment: None,
-                rejection: Some(format!("{}: {}", r.reason, r.message)),
+                rejection: Some(format!("{}: {}", r.reason(), r.message)),
             }),
             None => {
                 *current = admission.state;

@@ -187,9 +187,9 @@ fn main() {
     let gates = ["PodLevelResources", "PodLevelResourceManagers"];
     let mut node = policy_wasm::node::default_settings();
     node.system_reserved = vec![quantity("cpu", "2")];
-    node.cpu_manager_policy = Some("static".into());
-    node.topology_manager_policy = Some("best-effort".into());
-    node.topology_manager_scope = Some("pod".into());
+    node.cpu_manager_policy = Some(guest::CpuManagerPolicy::Static);
+    node.topology_manager_policy = Some(guest::TopologyManagerPolicy::BestEffort);
+    node.topology_manager_scope = Some(guest::TopologyManagerScope::Pod);
     node.feature_gates = gates
         .iter()
         .map(|g| guest::FeatureGate {

@@ -16,7 +16,7 @@ use crate::model::{Pod, ResourceMap};
 use crate::quantity::Quantity;
 use crate::resources::{self, is_hugepages, is_supported_pod_level_resource};
 use crate::wit::{
-    self, FieldError, PatchOperation, PatchValue, ResourceQuantity, ResourceRequirements,
+    self, FieldError, PatchOp, PatchOperation, PatchValue, ResourceQuantity, ResourceRequirements,
 };
 
 /// Whether a resource may be overcommitted (requests below limits): every
@@ -211,9 +211,9 @@ pub fn pointer_token(token: &str) -> String {
     token.replace('~', "~0").replace('/', "~1")
 }
 
-fn op(kind: &str, path: String, value: PatchValue) -> PatchOperation {
+fn op(kind: PatchOp, path: String, value: PatchValue) -> PatchOperation {
     PatchOperation {
-        op: kind.to_string(),
+        op: kind,
         path,
         value,
     }
@@ -228,7 +228,7 @@ fn diff_list(
     match (before, after) {
         (_, None) => {}
         (None, Some(after)) => ops.push(op(
-            "add",
+            PatchOp::Add,
             base.to_string(),
             PatchValue::ResourceList(after.clone()),
         )),
@@ -238,12 +238,12 @@ fn diff_list(
                 let path = || format!("{base}/{}", pointer_token(&entry.name));
                 match before.iter().find(|b| b.name == entry.name) {
                     None => ops.push(op(
-                        "add",
+                        PatchOp::Add,
                         path(),
                         PatchValue::Quantity(entry.quantity.clone()),
                     )),
                     Some(b) if b.quantity != entry.quantity => ops.push(op(
-                        "replace",
+                        PatchOp::Replace,
                         path(),
                         PatchValue::Quantity(entry.quantity.clone()),
                     )),
@@ -265,7 +265,7 @@ fn diff_requirements(
         (None, Some(after)) => {
             if after.requests.is_some() || after.limits.is_some() {
                 ops.push(op(
-                    "add",
+                    PatchOp::Add,
                     base.to_string(),
                     PatchValue::Requirements(after.clone()),
                 ));

@@ -54,7 +54,7 @@ pub fn validate_pod(pod: &wit::Pod, node: &wit::NodeSettings) -> Vec<FieldError>
 }
 
 /// Export `pod-warnings`.
-pub fn pod_warnings(pod: &wit::Pod) -> Vec<String> {
+pub fn pod_warnings(pod: &wit::Pod) -> Vec<wit::PodWarning> {
     crate::warnings::pod_warnings(pod)
 }
 

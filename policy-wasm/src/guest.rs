@@ -28,7 +28,7 @@ impl Guest for PodPolicy {
     fn validate_pod(pod: Pod, node: NodeSettings) -> Vec<FieldError> {
         evaluate::validate_pod(&pod, &node)
     }
-    fn pod_warnings(pod: Pod) -> Vec<String> {
+    fn pod_warnings(pod: Pod) -> Vec<PodWarning> {
         evaluate::pod_warnings(&pod)
     }
     fn effective_resources(

@@ -412,35 +412,30 @@ fn option_pairs(
     out
 }
 
+/// The topology manager's name for `policy` (`none` when unset, the
+/// kubelet default), as upstream's `NewManager` takes it.
+fn topology_policy_name(policy: Option<wit::TopologyManagerPolicy>) -> &'static str {
+    match policy {
+        None | Some(wit::TopologyManagerPolicy::None) => "none",
+        Some(wit::TopologyManagerPolicy::BestEffort) => "best-effort",
+        Some(wit::TopologyManagerPolicy::Restricted) => "restricted",
+        Some(wit::TopologyManagerPolicy::SingleNumaNode) => "single-numa-node",
+    }
+}
+
+/// The topology manager's name for `scope` (`container` when unset, the kubelet default).
+fn topology_scope_name(scope: Option<wit::TopologyManagerScope>) -> &'static str {
+    match scope {
+        None | Some(wit::TopologyManagerScope::Container) => "container",
+        Some(wit::TopologyManagerScope::Pod) => "pod",
+    }
+}
+
 fn decode_config(node: &wit::NodeSettings) -> Result<Config> {
     let decoded = NodeConfig::decode(node);
     let mut errors = Vec::new();
-    let cpu_static = match node.cpu_manager_policy.as_deref() {
-        None | Some(CPU_POLICY_NONE) => false,
-        Some(CPU_POLICY_STATIC) => true,
-        Some(other) => {
-            errors.push(field_error(
-                "cpuManagerPolicy",
-                ErrorReason::NotSupported,
-                "supported values: \"none\", \"static\"",
-                Some(truncate(other)),
-            ));
-            false
-        }
-    };
-    let memory_static = match node.memory_manager_policy.as_deref() {
-        None | Some(MEMORY_POLICY_NONE) => false,
-        Some(MEMORY_POLICY_STATIC) => true,
-        Some(other) => {
-            errors.push(field_error(
-                "memoryManagerPolicy",
-                ErrorReason::NotSupported,
-                "supported values: \"None\", \"Static\"",
-                Some(truncate(other)),
-            ));
-            false
-        }
-    };
+    let cpu_static = node.cpu_manager_policy == Some(wit::CpuManagerPolicy::Static);
+    let memory_static = node.memory_manager_policy == Some(wit::MemoryManagerPolicy::Static);
     let reserved_cpus = node
         .reserved_system_cpus
         .as_deref()
@@ -508,14 +503,8 @@ fn decode_config(node: &wit::NodeSettings) -> Result<Config> {
         reserved_cpus,
         memory_static,
         reserved_memory,
-        topology_policy: node
-            .topology_manager_policy
-            .clone()
-            .unwrap_or_else(|| "none".to_string()),
-        topology_scope: node
-            .topology_manager_scope
-            .clone()
-            .unwrap_or_else(|| "container".to_string()),
+        topology_policy: topology_policy_name(node.topology_manager_policy).to_string(),
+        topology_scope: topology_scope_name(node.topology_manager_scope).to_string(),
         topology_options,
     })
 }
@@ -534,33 +523,9 @@ pub fn places_pods(node: &wit::NodeSettings) -> bool {
 /// policy, `reservedMemory` adding up to kubeReserved + systemReserved +
 /// the hard eviction threshold for every memory type (`validateReservedMemory`).
 pub fn validate_config(node: &wit::NodeSettings) -> Vec<FieldError> {
+    // Policy and scope names are enums in the contract: a host decodes the
+    // kubelet's spelling and refuses an unknown one with its field path.
     let mut errors = Vec::new();
-    let policy = node.topology_manager_policy.as_deref().unwrap_or("none");
-    const POLICIES: [&str; 4] = ["none", "best-effort", "restricted", "single-numa-node"];
-    if !POLICIES.contains(&policy) {
-        errors.push(field_error(
-            "topologyManagerPolicy",
-            ErrorReason::NotSupported,
-            format!(
-                "invalid configuration: topologyManagerPolicy (--topology-manager-policy) {policy:?} must be one of: [\"none\" \"best-effort\" \"restricted\" \"single-numa-node\"]"
-            ),
-            Some(truncate(policy)),
-        ));
-    }
-    let scope = node
-        .topology_manager_scope
-        .as_deref()
-        .unwrap_or("container");
-    if scope != "container" && scope != "pod" {
-        errors.push(field_error(
-            "topologyManagerScope",
-            ErrorReason::NotSupported,
-            format!(
-                "invalid configuration: topologyManagerScope (--topology-manager-scope) {scope:?} must be one of: \"container\", or \"pod\""
-            ),
-            Some(truncate(scope)),
-        ));
-    }
     // reservedMemory entries (`validateReservedMemoryConfiguration`).
     let mut seen = BTreeSet::new();
     for (i, entry) in node.reserved_memory.iter().enumerate() {
@@ -654,7 +619,7 @@ pub fn validate_config(node: &wit::NodeSettings) -> Vec<FieldError> {
             errors.push(err.field_error());
         }
     }
-    if policy != "none"
+    if topology_policy_name(node.topology_manager_policy) != "none"
         && let Err(err) =
             tm::new_policy_options(&cfg.topology_options, tm::OptionGates::from(&cfg.gates))
     {
@@ -759,7 +724,6 @@ impl ConfigError {
     fn manager_error(self) -> wit::ManagerError {
         wit::ManagerError {
             kind: wit::ManagerErrorKind::Configuration,
-            reason: String::new(),
             message: self.message,
             function: self.function.to_string(),
         }
@@ -1446,17 +1410,30 @@ fn managed_pod(wit_pod: &wit::Pod, gates: &FeatureGates) -> Result<ManagedPod> {
 // Errors and results
 // ----------------------------------------------------------------------
 
-const REASON_UNEXPECTED: &str = "UnexpectedAdmissionError";
+impl wit::ManagerErrorKind {
+    /// The admission reason the kubelet reports in the pod status for this
+    /// kind (upstream's error type name); `""` for configuration errors,
+    /// which are no admission result.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            wit::ManagerErrorKind::Configuration => "",
+            wit::ManagerErrorKind::TopologyAffinity => tm::ERROR_TOPOLOGY_AFFINITY,
+            wit::ManagerErrorKind::SmtAlignment(_) => {
+                crate::cpu_manager::policy_static::ERROR_SMT_ALIGNMENT
+            }
+            wit::ManagerErrorKind::EmptyPodSharedPool => mm::ERROR_EMPTY_POD_SHARED_POOL,
+            wit::ManagerErrorKind::UnexpectedAdmission => mm::ERROR_UNEXPECTED_ADMISSION,
+        }
+    }
+}
 
 fn manager_error(
     kind: wit::ManagerErrorKind,
-    reason: &str,
     message: String,
     function: &str,
 ) -> wit::ManagerError {
     wit::ManagerError {
         kind,
-        reason: reason.to_string(),
         message,
         function: function.to_string(),
     }
@@ -1472,31 +1449,33 @@ fn unexpected(message: String, function: &str, admission: bool) -> wit::ManagerE
     };
     manager_error(
         wit::ManagerErrorKind::UnexpectedAdmission,
-        REASON_UNEXPECTED,
         message,
         function,
     )
 }
 
 fn cpu_error(err: &CpuManagerError, function: &str, admission: bool) -> wit::ManagerError {
+    // Counts beyond u32 cannot come from a topology the component accepts.
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
     let kind = match err {
-        CpuManagerError::SmtAlignment(_) => wit::ManagerErrorKind::SmtAlignment,
+        CpuManagerError::SmtAlignment(smt) => {
+            wit::ManagerErrorKind::SmtAlignment(wit::SmtAlignmentError {
+                requested_cpus: count(smt.requested_cpus),
+                cpus_per_core: count(smt.cpus_per_core),
+                available_physical_cpus: count(smt.available_physical_cpus),
+                caused_by_physical_cpus: smt.caused_by_physical_cpus,
+            })
+        }
         CpuManagerError::EmptyPodSharedPool { .. } => wit::ManagerErrorKind::EmptyPodSharedPool,
         _ => return unexpected(err.to_string(), function, admission),
     };
-    manager_error(
-        kind,
-        err.reason().unwrap_or(REASON_UNEXPECTED),
-        err.to_string(),
-        function,
-    )
+    manager_error(kind, err.to_string(), function)
 }
 
 fn memory_error(err: &MemoryError, function: &str, admission: bool) -> wit::ManagerError {
     match err {
         MemoryError::EmptyPodSharedPool(_) => manager_error(
             wit::ManagerErrorKind::EmptyPodSharedPool,
-            err.reason(),
             err.to_string(),
             function,
         ),
@@ -1771,7 +1750,6 @@ impl Admitting<'_> {
         };
         Err(manager_error(
             wit::ManagerErrorKind::TopologyAffinity,
-            err.reason(),
             err.to_string(),
             "Admit",
         ))
@@ -2533,16 +2511,19 @@ mod tests {
     fn node(scope: &str) -> wit::NodeSettings {
         wit::NodeSettings {
             system_reserved: list(&[("cpu", "1")]),
-            cpu_manager_policy: Some("static".into()),
-            memory_manager_policy: Some("Static".into()),
+            cpu_manager_policy: Some(wit::CpuManagerPolicy::Static),
+            memory_manager_policy: Some(wit::MemoryManagerPolicy::Static),
             reserved_memory: (0..2)
                 .map(|numa_node| wit::NumaReservedMemory {
                     numa_node,
                     limits: list(&[("memory", "1Gi")]),
                 })
                 .collect(),
-            topology_manager_policy: Some("restricted".into()),
-            topology_manager_scope: Some(scope.into()),
+            topology_manager_policy: Some(wit::TopologyManagerPolicy::Restricted),
+            topology_manager_scope: Some(match scope {
+                "pod" => wit::TopologyManagerScope::Pod,
+                _ => wit::TopologyManagerScope::Container,
+            }),
             feature_gates: vec![wit::FeatureGate {
                 name: "PodLevelResourceManagers".into(),
                 enabled: true,
@@ -2638,7 +2619,12 @@ mod tests {
         policy: &str,
         options: &[(&str, &str)],
     ) -> wit::NodeSettings {
-        node.topology_manager_policy = Some(policy.into());
+        node.topology_manager_policy = Some(match policy {
+            "best-effort" => wit::TopologyManagerPolicy::BestEffort,
+            "restricted" => wit::TopologyManagerPolicy::Restricted,
+            "single-numa-node" => wit::TopologyManagerPolicy::SingleNumaNode,
+            _ => wit::TopologyManagerPolicy::None,
+        });
         node.cpu_manager_policy_options = options
             .iter()
             .map(|(name, value)| wit::PolicyOption {
@@ -2662,7 +2648,17 @@ mod tests {
         let p = pod("p", None, vec![container("odd", guaranteed("3", "1Gi"))]);
         let a = admit(&p, &topology(), &empty_state(), &node).unwrap();
         let rejection = a.rejection.expect("rejected");
-        assert_eq!(rejection.kind, wit::ManagerErrorKind::SmtAlignment);
+        // Upstream's SMTAlignmentError fields cross as data.
+        assert_eq!(
+            rejection.kind,
+            wit::ManagerErrorKind::SmtAlignment(wit::SmtAlignmentError {
+                requested_cpus: 3,
+                cpus_per_core: 2,
+                available_physical_cpus: 0,
+                caused_by_physical_cpus: false,
+            })
+        );
+        assert_eq!(rejection.kind.reason(), "SMTAlignmentError");
         assert_eq!(
             a.rule,
             "CPU manager static, Allocate (container odd): full-pcpus-only: 3 CPUs requested is not a multiple of the 2 CPUs per physical core; full-pcpus-only hands out exclusive CPUs only as whole cores"
@@ -2681,7 +2677,12 @@ mod tests {
         let a = admit(&big, &topology(), &empty_state(), &node).unwrap();
         assert_eq!(
             a.rejection.expect("rejected").kind,
-            wit::ManagerErrorKind::SmtAlignment
+            wit::ManagerErrorKind::SmtAlignment(wit::SmtAlignmentError {
+                requested_cpus: 12,
+                cpus_per_core: 2,
+                available_physical_cpus: 10,
+                caused_by_physical_cpus: true,
+            })
         );
         assert_eq!(
             a.rule,
@@ -2797,7 +2798,7 @@ mod tests {
             pages: 1,
         });
         let mut settings = node("pod");
-        settings.cpu_manager_policy = Some("dynamic".into());
+        settings.reserved_system_cpus = Some("0-".into());
         let p = pod("p", None, vec![container("c", None), container("c", None)]);
         let errors = admit(&p, &topo, &state, &settings).unwrap_err();
         let fields: BTreeSet<&str> = errors.iter().map(|e| e.field.as_str()).collect();
@@ -2806,7 +2807,7 @@ mod tests {
             "state.cpu.entries[1].podUid",
             "topology.numaNodes[1].id",
             "topology.numaNodes[0].hugepages[0].pageSizeBytes",
-            "cpuManagerPolicy",
+            "reservedSystemCPUs",
             "spec.containers[1].name",
         ] {
             assert!(fields.contains(want), "no error at {want}: {fields:?}");

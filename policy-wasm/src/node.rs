@@ -238,8 +238,9 @@ impl NodeConfig {
             kernel_version: node.kernel_version.clone(),
             eviction_hard_memory,
             eviction_hard_storage,
-            cpu_manager_static: node.cpu_manager_policy.as_deref() == Some("static"),
-            memory_manager_static: node.memory_manager_policy.as_deref() == Some("Static"),
+            cpu_manager_static: node.cpu_manager_policy == Some(wit::CpuManagerPolicy::Static),
+            memory_manager_static: node.memory_manager_policy
+                == Some(wit::MemoryManagerPolicy::Static),
             hugetlb_reservations: node
                 .kernel_version
                 .as_deref()

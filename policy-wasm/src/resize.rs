@@ -24,7 +24,7 @@ use crate::qos::{compute_pod_qos, pod_qos};
 use crate::resources;
 use crate::wit::{
     self, CgroupFile, ErrorReason, FieldError, QosClass, ResizeDecision, ResizeDirection,
-    ResizePlan, ResizeStep, ResizeStepKind,
+    ResizePlan, ResizeResource, ResizeStep, ResizeStepKind,
 };
 
 /// Resources that may change in place.
@@ -550,6 +550,16 @@ fn direction_of(up: &[CgroupFile], down: &[CgroupFile], resource: &str) -> Resiz
     }
 }
 
+/// The contract's name for one of the [`RESIZABLE`] resources.
+fn resize_resource(name: &str) -> ResizeResource {
+    debug_assert!(RESIZABLE.contains(&name), "{name} is not resizable");
+    if name == "cpu" {
+        ResizeResource::Cpu
+    } else {
+        ResizeResource::Memory
+    }
+}
+
 fn step(
     kind: ResizeStepKind,
     container: Option<&str>,
@@ -560,7 +570,7 @@ fn step(
     ResizeStep {
         kind,
         container: container.map(str::to_string),
-        resource_name: resource.to_string(),
+        resource: resize_resource(resource),
         direction,
         files,
         memory_limit_bytes: None,

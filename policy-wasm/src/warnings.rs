@@ -10,14 +10,14 @@
 //! fields this policy does not model.
 
 use crate::quantity::Quantity;
-use crate::wit::{self, ResourceQuantity};
+use crate::wit::{self, PodWarning, ResourceQuantity};
 
 /// The byte-valued resources upstream checks for fractions.
 const BYTE_RESOURCES: [&str; 2] = ["memory", "ephemeral-storage"];
 
-/// `<path>: fractional byte value "<canonical>" is invalid, must be an integer`
-/// when `name` in `list` is set to a value with a fractional byte.
-fn check(list: Option<&[ResourceQuantity]>, path: &str, warnings: &mut Vec<String>) {
+/// `fractional byte value "<canonical>" is invalid, must be an integer` at
+/// `<path>[<name>]` when `name` in `list` is set to a value with a fractional byte.
+fn check(list: Option<&[ResourceQuantity]>, path: &str, warnings: &mut Vec<PodWarning>) {
     for name in BYTE_RESOURCES {
         // Upstream reads the map, so with a duplicate name the last one counts;
         // a value that does not parse is `validate-pod`'s to report.
@@ -29,16 +29,19 @@ fn check(list: Option<&[ResourceQuantity]>, path: &str, warnings: &mut Vec<Strin
         };
         // Upstream: `MilliValue() % 1000 != 0` (MilliValue rounds up).
         if q.milli_value() % 1000 != 0 {
-            warnings.push(format!(
-                "{path}[{name}]: fractional byte value \"{}\" is invalid, must be an integer",
-                q.to_canonical_string()
-            ));
+            warnings.push(PodWarning {
+                field: format!("{path}[{name}]"),
+                message: format!(
+                    "fractional byte value \"{}\" is invalid, must be an integer",
+                    q.to_canonical_string()
+                ),
+            });
         }
     }
 }
 
 /// Every resource warning for `pod`, in upstream's order.
-pub fn pod_warnings(pod: &wit::Pod) -> Vec<String> {
+pub fn pod_warnings(pod: &wit::Pod) -> Vec<PodWarning> {
     let mut warnings = Vec::new();
     let spec = &pod.spec;
     check(spec.overhead.as_deref(), "spec.overhead", &mut warnings);
@@ -113,8 +116,12 @@ mod tests {
             ],
             &[("memory", "10.5")],
         );
+        let shown: Vec<String> = pod_warnings(&p)
+            .iter()
+            .map(|w| format!("{}: {}", w.field, w.message))
+            .collect();
         assert_eq!(
-            pod_warnings(&p),
+            shown,
             vec![
                 "spec.overhead[memory]: fractional byte value \"10500m\" is invalid, must be an integer",
                 "spec.containers[0].resources.requests[memory]: fractional byte value \"1500m\" is invalid, must be an integer",

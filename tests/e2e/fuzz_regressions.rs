@@ -96,7 +96,7 @@ fn uneven_cores_never_give_a_cpu_twice() {
     let topology = one_socket(7, |id| id % 4);
     let node = NodeSettings {
         system_reserved: vec![quantity("cpu", "1")],
-        cpu_manager_policy: Some("static".into()),
+        cpu_manager_policy: Some(podpolicy::bindings::CpuManagerPolicy::Static),
         ..empty_node()
     };
     let state = start(&topology, &node);
@@ -134,7 +134,7 @@ fn strict_reservation_keeps_a_shared_pool() {
     let root = workspace().join("fixtures/sysfs/vm-2cpu-no-numa");
     let topology = node_topology(&read_topology(&root).expect("the fixture reads"));
     let node = NodeSettings {
-        cpu_manager_policy: Some("static".into()),
+        cpu_manager_policy: Some(podpolicy::bindings::CpuManagerPolicy::Static),
         cpu_manager_policy_options: vec![PolicyOption {
             name: "strict-cpu-reservation".into(),
             value: "true".into(),
@@ -178,7 +178,7 @@ fn strict_reservation_keeps_a_shared_pool() {
 fn static_policy_without_reserved_cpus_is_refused() {
     let topology = one_socket(3, |_| 0);
     let node = NodeSettings {
-        cpu_manager_policy: Some("static".into()),
+        cpu_manager_policy: Some(podpolicy::bindings::CpuManagerPolicy::Static),
         reserved_system_cpus: Some(String::new()),
         ..empty_node()
     };
@@ -240,7 +240,7 @@ fn reserved_cpu_count_is_the_same_in_the_component() {
     let topology = one_socket(4, |id| id);
     let node = NodeSettings {
         system_reserved: vec![quantity("cpu", "744073709552")],
-        cpu_manager_policy: Some("static".into()),
+        cpu_manager_policy: Some(podpolicy::bindings::CpuManagerPolicy::Static),
         ..empty_node()
     };
     let errors = policy()
@@ -302,10 +302,10 @@ fn best_effort_single_numa_block_regroups_a_grouped_node() {
     let node = NodeSettings {
         capacity: vec![quantity("cpu", "32"), quantity("memory", "64Gi")],
         system_reserved: vec![quantity("cpu", "2")],
-        cpu_manager_policy: Some("static".into()),
+        cpu_manager_policy: Some(podpolicy::bindings::CpuManagerPolicy::Static),
         cpu_manager_policy_options: vec![option("distribute-cpus-across-numa")],
         reserved_system_cpus: Some("0,1".into()),
-        memory_manager_policy: Some("Static".into()),
+        memory_manager_policy: Some(podpolicy::bindings::MemoryManagerPolicy::Static),
         reserved_memory: (0..4)
             .map(|numa_node| NumaReservedMemory {
                 numa_node,
@@ -319,8 +319,8 @@ fn best_effort_single_numa_block_regroups_a_grouped_node() {
                 },
             })
             .collect(),
-        topology_manager_policy: Some("best-effort".into()),
-        topology_manager_scope: Some("container".into()),
+        topology_manager_policy: Some(podpolicy::bindings::TopologyManagerPolicy::BestEffort),
+        topology_manager_scope: Some(podpolicy::bindings::TopologyManagerScope::Container),
         topology_manager_policy_options: vec![option("prefer-closest-numa-nodes")],
         ..empty_node()
     };

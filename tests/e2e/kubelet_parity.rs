@@ -3,8 +3,9 @@
 //! defines its expectation.
 
 use podpolicy::bindings::{
-    CgroupFile, ErrorReason, FeatureGate, MemoryReservationPolicy, NodeCgroup, NodeSettings, Pod,
-    PodEvaluation, ResizeDecision, ResizePlan, ResizeStepKind, ResourceQuantity,
+    CgroupFile, ErrorReason, FeatureGate, KubeletName as _, MemoryReservationPolicy, NodeCgroup,
+    NodeSettings, Pod, PodEvaluation, ResizeDecision, ResizePlan, ResizeResource, ResizeStepKind,
+    ResourceQuantity,
 };
 use podpolicy::empty_node;
 use podpolicy::pod_input::pod_from_json;
@@ -81,7 +82,7 @@ fn restarts(plan: &ResizePlan) -> Vec<(String, String)> {
         .map(|s| {
             (
                 s.container.clone().unwrap_or_default(),
-                s.resource_name.clone(),
+                s.resource.kubelet_name().to_string(),
             )
         })
         .collect()
@@ -402,7 +403,7 @@ fn a_resize_without_memory_qos_resets_memory_high() {
     let memory_step = p
         .steps
         .iter()
-        .find(|s| s.kind == ResizeStepKind::WriteContainer && s.resource_name == "memory")
+        .find(|s| s.kind == ResizeStepKind::WriteContainer && s.resource == ResizeResource::Memory)
         .expect("a container memory write");
     assert_eq!(file(&memory_step.files, "memory.high"), Some("max"));
     // With Memory QoS on, memory.high is the formula's value instead.
@@ -414,7 +415,7 @@ fn a_resize_without_memory_qos_resets_memory_high() {
     let memory_step = p
         .steps
         .iter()
-        .find(|s| s.kind == ResizeStepKind::WriteContainer && s.resource_name == "memory")
+        .find(|s| s.kind == ResizeStepKind::WriteContainer && s.resource == ResizeResource::Memory)
         .expect("a container memory write");
     assert_ne!(file(&memory_step.files, "memory.high"), Some("max"));
 }
@@ -755,31 +756,61 @@ fn apply_after_the_agent_plans_nothing() {
 #[test]
 fn validate_node_checks_the_manager_settings() {
     let errors = |node: &NodeSettings| policy().validate_node(node).expect("call");
-    let cpu_capital = NodeSettings {
-        cpu_manager_policy: Some("Static".into()),
-        system_reserved: list(&[("cpu", "1")]),
-        ..node()
+    // Policy and scope names are enums in the contract: the kubelet's
+    // case-sensitive spelling is decoded from the configuration, and an
+    // unknown one is refused there with its field path and upstream's words.
+    let refused = |kubelet: &str| {
+        let yaml = format!("name: n\nkubeletConfig:\n  {kubelet}\n");
+        format!(
+            "{:#}",
+            podpolicy::node_input::parse_node("node.yaml", &yaml).expect_err(kubelet)
+        )
     };
-    let e = errors(&cpu_capital);
+    let e = refused("cpuManagerPolicy: Static");
     assert!(
-        e.iter()
-            .any(|e| e.field == "cpuManagerPolicy" && e.reason == ErrorReason::NotSupported),
-        "{e:?}"
+        e.contains("kubeletConfig.cpuManagerPolicy: unknown policy: \"Static\""),
+        "{e}"
     );
-    let bad_topology = NodeSettings {
-        topology_manager_policy: Some("Best-Effort".into()),
-        ..node()
-    };
-    let e = errors(&bad_topology);
+    let e = refused("memoryManagerPolicy: static");
     assert!(
-        e.iter()
-            .any(|e| e.field == "topologyManagerPolicy" && e.message.contains("must be one of")),
-        "{e:?}"
+        e.contains("kubeletConfig.memoryManagerPolicy: unknown policy: \"static\""),
+        "{e}"
+    );
+    let e = refused("topologyManagerPolicy: Best-Effort");
+    assert!(
+        e.contains("kubeletConfig.topologyManagerPolicy: invalid configuration: topologyManagerPolicy (--topology-manager-policy) \"Best-Effort\" must be one of"),
+        "{e}"
+    );
+    let e = refused("topologyManagerScope: node");
+    assert!(
+        e.contains("kubeletConfig.topologyManagerScope: invalid configuration: topologyManagerScope (--topology-manager-scope) \"node\" must be one of"),
+        "{e}"
+    );
+    let accepted = podpolicy::node_input::parse_node(
+        "node.yaml",
+        "name: n\nkubeletConfig:\n  cpuManagerPolicy: static\n  memoryManagerPolicy: Static\n  topologyManagerPolicy: single-numa-node\n  topologyManagerScope: pod\n",
+    )
+    .expect("kubelet spellings");
+    assert_eq!(
+        accepted.cpu_manager_policy,
+        Some(podpolicy::bindings::CpuManagerPolicy::Static)
+    );
+    assert_eq!(
+        accepted.memory_manager_policy,
+        Some(podpolicy::bindings::MemoryManagerPolicy::Static)
+    );
+    assert_eq!(
+        accepted.topology_manager_policy,
+        Some(podpolicy::bindings::TopologyManagerPolicy::SingleNumaNode)
+    );
+    assert_eq!(
+        accepted.topology_manager_scope,
+        Some(podpolicy::bindings::TopologyManagerScope::Pod)
     );
     // Static memory: reservedMemory must add up to kube + system reserved +
     // the hard eviction threshold (default memory.available 100Mi).
     let reserved = |memory: &str| NodeSettings {
-        memory_manager_policy: Some("Static".into()),
+        memory_manager_policy: Some(podpolicy::bindings::MemoryManagerPolicy::Static),
         system_reserved: list(&[("memory", "924Mi")]),
         reserved_memory: vec![podpolicy::bindings::NumaReservedMemory {
             numa_node: 0,
@@ -815,13 +846,14 @@ fn validate_node_checks_the_manager_settings() {
     );
 }
 
-/// Components built for earlier contracts (0.5.0, and 0.6.0, the one before
-/// `explain-values` and the admission rules) are refused at load, naming
+/// Components built for earlier contracts (0.5.0; 0.6.0, the one before
+/// `explain-values` and the admission rules; 0.7.0, the one with string
+/// policy names and data-less manager errors) are refused at load, naming
 /// both versions.
 #[test]
 fn an_old_contract_component_is_refused_naming_both_versions() {
     use podpolicy::runtime::{Cache, Limits, PolicyRuntime};
-    for old in ["0.5.0", "0.6.0"] {
+    for old in ["0.5.0", "0.6.0", "0.7.0"] {
         let error = PolicyRuntime::from_bytes(
             &crate::hostile_policy::old_contract_component(old),
             &Cache::Off,

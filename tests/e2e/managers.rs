@@ -13,9 +13,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use podpolicy::bindings::{
-    Admission, ContainerAssignment, ContainerKind, CpuIsolation, FeatureGate, ManagerErrorKind,
-    ManagerState, NodeSettings, NodeTopology, NumaReservedMemory, Pod, PolicyOption,
-    ResourceQuantity,
+    Admission, ContainerAssignment, ContainerKind, CpuIsolation, FeatureGate, KubeletName as _,
+    ManagerErrorKind, ManagerState, NodeSettings, NodeTopology, NumaReservedMemory, Pod,
+    PolicyOption, ResourceQuantity, TopologyManagerPolicy, TopologyManagerScope,
 };
 use podpolicy::pod_input::pod_from_json;
 use podpolicy::sysfs::read_topology;
@@ -48,16 +48,20 @@ fn quantity(name: &str, quantity: &str) -> ResourceQuantity {
 fn settings(topology_policy: &str, scope: &str) -> NodeSettings {
     NodeSettings {
         system_reserved: vec![quantity("cpu", "1")],
-        cpu_manager_policy: Some("static".into()),
-        memory_manager_policy: Some("Static".into()),
+        cpu_manager_policy: Some(podpolicy::bindings::CpuManagerPolicy::Static),
+        memory_manager_policy: Some(podpolicy::bindings::MemoryManagerPolicy::Static),
         reserved_memory: (0..2)
             .map(|numa_node| NumaReservedMemory {
                 numa_node,
                 limits: vec![quantity("memory", "1Gi")],
             })
             .collect(),
-        topology_manager_policy: Some(topology_policy.into()),
-        topology_manager_scope: Some(scope.into()),
+        topology_manager_policy: Some(
+            TopologyManagerPolicy::from_kubelet_name(topology_policy).expect("a topology policy"),
+        ),
+        topology_manager_scope: Some(
+            TopologyManagerScope::from_kubelet_name(scope).expect("a topology scope"),
+        ),
         feature_gates: ["PodLevelResources", "PodLevelResourceManagers"]
             .iter()
             .map(|name| FeatureGate {
@@ -264,7 +268,7 @@ fn pod_scope_example_3_empty_shared_pool_is_rejected() {
     let a = admit(&p, &start, &node);
     let rejection = a.rejection.as_ref().expect("rejected");
     assert_eq!(rejection.kind, ManagerErrorKind::EmptyPodSharedPool);
-    assert_eq!(rejection.reason, "EmptyPodSharedPoolError");
+    assert_eq!(rejection.reason(), "EmptyPodSharedPoolError");
     assert_eq!(
         rejection.message,
         "pod rejected, sum of exclusive container cpu requests equals pod budget, leaving no cpus for shared containers"
@@ -276,7 +280,7 @@ fn pod_scope_example_3_empty_shared_pool_is_rejected() {
     let a = admit(&p, &started(&node), &node);
     let rejection = a.rejection.expect("rejected");
     assert_eq!(rejection.kind, ManagerErrorKind::TopologyAffinity);
-    assert_eq!(rejection.reason, "TopologyAffinityError");
+    assert_eq!(rejection.reason(), "TopologyAffinityError");
     assert_eq!(
         rejection.message,
         "pod with pod-level resources failed admission under pod-scope topology manager"
@@ -417,7 +421,7 @@ fn pod_scope_allocation_table() {
         let what = row.name;
         if row.name == "admission failure" {
             let rejection = a.rejection.expect("rejected");
-            assert_eq!(rejection.reason, "EmptyPodSharedPoolError", "{what}");
+            assert_eq!(rejection.reason(), "EmptyPodSharedPoolError", "{what}");
             continue;
         }
         assert_eq!(a.rejection, None, "{what}");
@@ -607,7 +611,7 @@ fn kep5526_allocation_vectors_through_admit() {
         let start = started(&node);
         let a = admit(&vector_pod(&input["pod"]), &start, &node);
         let want_error = expected["error"].as_str();
-        let got_error = a.rejection.as_ref().map(|r| r.reason.as_str());
+        let got_error = a.rejection.as_ref().map(|r| r.reason());
         let want_entries: BTreeMap<String, BTreeMap<String, CpuSet>> = expected["assignments"]
             .as_object()
             .unwrap()

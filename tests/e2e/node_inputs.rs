@@ -5,7 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-use podpolicy::bindings::{CgroupDriver, CgroupVersion, MemoryReservationPolicy};
+use podpolicy::bindings::{
+    CgroupDriver, CgroupVersion, CpuManagerPolicy, MemoryManagerPolicy, MemoryReservationPolicy,
+    TopologyManagerPolicy, TopologyManagerScope,
+};
 use podpolicy::kubelet_config::{OTHER_FIELDS, USED_FIELDS};
 use podpolicy::node_input::{NodeInputs, read_node_inputs};
 use serde_json::{Value, json};
@@ -109,18 +112,21 @@ fn a_node_object_and_a_kubelet_configuration_give_the_node_settings() {
     assert_eq!(quantity(&s.kube_reserved, "cpu"), Some("1"));
     assert_eq!(quantity(&s.kube_reserved, "memory"), Some("1Gi"));
     assert_eq!(quantity(&s.system_reserved, "memory"), Some("924Mi"));
-    assert_eq!(s.cpu_manager_policy.as_deref(), Some("static"));
+    assert_eq!(s.cpu_manager_policy, Some(CpuManagerPolicy::Static));
     assert_eq!(s.cpu_manager_policy_options.len(), 1);
     assert_eq!(s.cpu_manager_policy_options[0].name, "full-pcpus-only");
     assert_eq!(s.cpu_manager_policy_options[0].value, "true");
-    assert_eq!(s.memory_manager_policy.as_deref(), Some("Static"));
+    assert_eq!(s.memory_manager_policy, Some(MemoryManagerPolicy::Static));
     assert_eq!(s.reserved_memory.len(), 2);
     for (i, numa) in s.reserved_memory.iter().enumerate() {
         assert_eq!(numa.numa_node, i as u32);
         assert_eq!(quantity(&numa.limits, "memory"), Some("1Gi"));
     }
-    assert_eq!(s.topology_manager_policy.as_deref(), Some("best-effort"));
-    assert_eq!(s.topology_manager_scope.as_deref(), Some("pod"));
+    assert_eq!(
+        s.topology_manager_policy,
+        Some(TopologyManagerPolicy::BestEffort)
+    );
+    assert_eq!(s.topology_manager_scope, Some(TopologyManagerScope::Pod));
     let gates: Vec<(&str, bool)> = s
         .feature_gates
         .iter()
@@ -286,7 +292,7 @@ fn this_machine_takes_the_kubelet_configuration_too() {
     // MemTotal of fixtures/sysfs/topoDualSocketHT/proc/meminfo.
     assert_eq!(quantity(&s.capacity, "memory"), Some("133966720Ki"));
     assert_eq!(s.cgroup_version, CgroupVersion::V1, "no cgroup.controllers");
-    assert_eq!(s.cpu_manager_policy.as_deref(), Some("static"));
+    assert_eq!(s.cpu_manager_policy, Some(CpuManagerPolicy::Static));
     assert!(
         inputs
             .notes
@@ -308,8 +314,8 @@ fn a_custom_node_file_takes_the_kubelet_configuration_only_without_its_own_secti
     assert_eq!(inputs.settings.name, "numa-node");
     assert_eq!(inputs.settings.page_size_bytes, Some(4096));
     assert_eq!(
-        inputs.settings.memory_manager_policy.as_deref(),
-        Some("Static")
+        inputs.settings.memory_manager_policy,
+        Some(MemoryManagerPolicy::Static)
     );
     assert_eq!(inputs.sysfs, Some(dir.join("sysfs-here")));
     assert!(
@@ -687,8 +693,8 @@ fn a_kubeadm_configuration_file_gives_its_kubelet_configuration() {
     .expect("write");
     let inputs = read(Some(&workspace().join(NODE)), Some(&file)).expect("kubeadm file");
     assert_eq!(
-        inputs.settings.cpu_manager_policy.as_deref(),
-        Some("static")
+        inputs.settings.cpu_manager_policy,
+        Some(CpuManagerPolicy::Static)
     );
     std::fs::write(&file, format!("{kubelet}---\n{kubelet}")).expect("write");
     let text = error_text(read(Some(&workspace().join(NODE)), Some(&file)));

@@ -132,7 +132,7 @@ fn a_checkpoint_of_another_policy_is_refused() {
     )
     .expect("admit");
     let mut other = node.clone();
-    other.cpu_manager_policy = Some("none".into());
+    other.cpu_manager_policy = Some(podpolicy::bindings::CpuManagerPolicy::None);
     let error = format!(
         "{:#}",
         start_state(policy(), &topology, &other, Some(&dir)).expect_err("policy mismatch")

@@ -230,7 +230,7 @@ fn guaranteed_pods_resize_next_to_the_static_managers_only_with_their_gates() {
     let current = pod(vec![container("c1", ("2", "2"), ("1Gi", "1Gi"))]);
     let desired = pod(vec![container("c1", ("3", "3"), ("1Gi", "1Gi"))]);
     let static_node = NodeSettings {
-        cpu_manager_policy: Some("static".into()),
+        cpu_manager_policy: Some(podpolicy::bindings::CpuManagerPolicy::Static),
         ..node()
     };
     let plan = plan(&current, &desired, &static_node);
@@ -240,7 +240,7 @@ fn guaranteed_pods_resize_next_to_the_static_managers_only_with_their_gates() {
         "Resize is infeasible for Guaranteed Pods alongside CPU Manager policy \"static\""
     );
     let memory_node = NodeSettings {
-        memory_manager_policy: Some("Static".into()),
+        memory_manager_policy: Some(podpolicy::bindings::MemoryManagerPolicy::Static),
         ..node()
     };
     let plan = policy()

@@ -374,7 +374,7 @@ impl Engine {
         if let Some(r) = &admission.rejection {
             bail!(
                 "the resource managers reject the pod: {}: {} (the runtime's values stand)",
-                r.reason,
+                r.reason(),
                 r.message
             );
         }

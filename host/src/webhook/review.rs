@@ -641,7 +641,11 @@ pub fn review(
     };
     // Upstream's pod warnings (fractional bytes), on the validating side only
     // so that a client sees each once; they go with denials too.
-    verdict.response.warnings = policy.call(|p, store| p.call_pod_warnings(store, &pod))?;
+    verdict.response.warnings = policy
+        .call(|p, store| p.call_pod_warnings(store, &pod))?
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     Ok(verdict)
 }
 
