@@ -20,6 +20,12 @@ use crate::wit::{
     CgroupFile, CpuWeightCurve, HugepageLimit, MemoryReservationPolicy, QosClass, ResourceConfig,
 };
 
+// Memory QoS's switch lives in `memory_qos`, so only cgroup -> memory_qos
+// remains (no import cycle). This `pub use` is how cgroup reads it, and it
+// keeps the old `cgroup::memory_qos_enforced` path for `resize` and any
+// caller outside the crate.
+pub use crate::memory_qos::memory_qos_enforced;
+
 /// cgroup v1 minimum CPU shares.
 pub const MIN_SHARES: u64 = 2;
 /// cgroup v1 maximum CPU shares.
@@ -262,11 +268,6 @@ pub fn pod_resource_config_from(
         }
     }
     config
-}
-
-/// Memory QoS applies only with its gate on a cgroup v2 node.
-pub fn memory_qos_enforced(node: &NodeConfig) -> bool {
-    node.gates.memory_qos && node.cgroup_version == crate::wit::CgroupVersion::V2
 }
 
 /// The container's CPU limit, falling back to the pod-level limit when the

@@ -13,12 +13,18 @@
 //!   with memory.low. The node-level values (QoS cgroups, `kubepods`, the
 //!   reserved cgroups) are in `node_cgroups`.
 //!
-//! Everything here applies only with the MemoryQoS gate on a cgroup v2 node.
+//! Everything here applies only with the MemoryQoS gate on a cgroup v2 node
+//! ([`memory_qos_enforced`], which `cgroup`, `node_cgroups` and `resize` read
+//! too).
 
-use crate::cgroup::memory_qos_enforced;
 use crate::model::Container;
 use crate::node::NodeConfig;
-use crate::wit::{MemoryReservationPolicy, QosClass};
+use crate::wit::{CgroupVersion, MemoryReservationPolicy, QosClass};
+
+/// Memory QoS applies only with its gate on a cgroup v2 node.
+pub fn memory_qos_enforced(node: &NodeConfig) -> bool {
+    node.gates.memory_qos && node.cgroup_version == CgroupVersion::V2
+}
 
 /// Container memory.high in bytes, or `None` when it is not written.
 /// `request`/`limit` are the container's own values; `allocatable` stands in

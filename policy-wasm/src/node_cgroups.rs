@@ -18,9 +18,8 @@
 //! a cgroup v1 node gets none. `QOSReserved` (alpha, off) is not modelled:
 //! without it the QoS cgroups carry no memory.max.
 
-use crate::cgroup::{
-    cpu_shares_to_weight_linear, hugetlb_size_name, memory_qos_enforced, milli_cpu_to_shares,
-};
+use crate::cgroup::{cpu_shares_to_weight_linear, hugetlb_size_name, milli_cpu_to_shares};
+use crate::memory_qos::memory_qos_enforced;
 use crate::model::{Pod, ResourceMap};
 use crate::node::NodeConfig;
 use crate::quantity::Quantity;
