@@ -16,15 +16,11 @@ use crate::model::{Container, ContainerKind, Pod, ResourceMap};
 use crate::node::NodeConfig;
 use crate::quantity::Quantity;
 use crate::resources::{self, pod_level_resources_set};
-use crate::wit::{
-    CgroupFile, CpuWeightCurve, HugepageLimit, MemoryReservationPolicy, QosClass, ResourceConfig,
-};
+use crate::wit::{CgroupFile, CpuWeightCurve, HugepageLimit, QosClass, ResourceConfig};
 
-// Memory QoS's switch lives in `memory_qos`, so only cgroup -> memory_qos
-// remains (no import cycle). This `pub use` is how cgroup reads it, and it
-// keeps the old `cgroup::memory_qos_enforced` path for `resize` and any
-// caller outside the crate.
-pub use crate::memory_qos::memory_qos_enforced;
+// Memory QoS's switch and its memory.min / memory.low choice live in
+// `memory_qos`: cgroup depends on memory_qos, never the other way round.
+use crate::memory_qos::memory_qos_enforced;
 
 /// cgroup v1 minimum CPU shares.
 pub const MIN_SHARES: u64 = 2;
@@ -249,22 +245,12 @@ pub fn pod_resource_config_from(
 
     if memory_qos_enforced(node) {
         let memory_request = requests.get("memory").map_or(0, |q| q.value());
-        if memory_request > 0 {
-            let key = match (node.memory_reservation_policy, qos) {
-                (MemoryReservationPolicy::None, _) | (_, QosClass::BestEffort) => None,
-                (MemoryReservationPolicy::HardReservation, _) => Some("memory.min"),
-                (MemoryReservationPolicy::TieredReservation, QosClass::Guaranteed) => {
-                    Some("memory.min")
-                }
-                (MemoryReservationPolicy::TieredReservation, QosClass::Burstable) => {
-                    Some("memory.low")
-                }
-            };
-            if let Some(key) = key {
-                config
-                    .unified
-                    .push((key.to_string(), decimal(memory_request)));
-            }
+        if memory_request > 0
+            && let Some(key) = crate::memory_qos::protection_file(node, qos)
+        {
+            config
+                .unified
+                .push((key.to_string(), decimal(memory_request)));
         }
     }
     config

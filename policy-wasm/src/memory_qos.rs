@@ -66,6 +66,23 @@ fn bytes(list: &crate::model::ResourceMap, key: &str) -> Option<u64> {
         .filter(|v| *v > 0)
 }
 
+/// The file that protects the memory request of a pod or container of class
+/// `qos`, the one place that chooses memory.min or memory.low (for the pod
+/// cgroup in `cgroup` and for containers here): TieredReservation (upstream
+/// 1.36 `generateLinuxContainerResources` / `ResourceConfigForPod`) gives
+/// Guaranteed memory hard protection and Burstable memory soft protection;
+/// HardReservation is the KEP's memory.min for every class; BestEffort and
+/// the `None` policy are not protected. The caller checks that Memory QoS
+/// is enforced.
+pub fn protection_file(node: &NodeConfig, qos: QosClass) -> Option<&'static str> {
+    match (node.memory_reservation_policy, qos) {
+        (MemoryReservationPolicy::None, _) | (_, QosClass::BestEffort) => None,
+        (MemoryReservationPolicy::HardReservation, _)
+        | (MemoryReservationPolicy::TieredReservation, QosClass::Guaranteed) => Some("memory.min"),
+        (MemoryReservationPolicy::TieredReservation, QosClass::Burstable) => Some("memory.low"),
+    }
+}
+
 /// The container's `unified` Memory QoS entries (memory.min, memory.high).
 pub fn container_unified(c: &Container, node: &NodeConfig, qos: QosClass) -> Vec<(String, String)> {
     if !memory_qos_enforced(node) {
@@ -74,16 +91,7 @@ pub fn container_unified(c: &Container, node: &NodeConfig, qos: QosClass) -> Vec
     let mut unified = Vec::new();
     let request = bytes(c.resources.requests(), "memory");
     let limit = bytes(c.resources.limits(), "memory");
-    // TieredReservation (upstream 1.36 `generateLinuxContainerResources`):
-    // hard protection for Guaranteed memory, soft protection (memory.low)
-    // for Burstable memory; HardReservation is the KEP's memory.min for all.
-    let protection = match (node.memory_reservation_policy, qos) {
-        (MemoryReservationPolicy::None, _) | (_, QosClass::BestEffort) => None,
-        (MemoryReservationPolicy::HardReservation, _)
-        | (MemoryReservationPolicy::TieredReservation, QosClass::Guaranteed) => Some("memory.min"),
-        (MemoryReservationPolicy::TieredReservation, QosClass::Burstable) => Some("memory.low"),
-    };
-    if let (Some(key), Some(request)) = (protection, request) {
+    if let (Some(key), Some(request)) = (protection_file(node, qos), request) {
         unified.push((key.to_string(), request.to_string()));
     }
     let high = container_memory_high(

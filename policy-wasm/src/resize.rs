@@ -709,8 +709,8 @@ pub fn plan(
         .collect();
     // Memory QoS off on cgroup v2: a lowered or raised memory limit also
     // resets a memory.high left from when it was on (kubernetes PR 139377).
-    let reset_memory_high =
-        node.cgroup_version == wit::CgroupVersion::V2 && !cgroup::memory_qos_enforced(&node);
+    let reset_memory_high = node.cgroup_version == wit::CgroupVersion::V2
+        && !crate::memory_qos::memory_qos_enforced(&node);
 
     let mut steps = Vec::new();
     for resource in ["memory", "cpu"] {
