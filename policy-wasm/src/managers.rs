@@ -32,7 +32,18 @@
 //! Nothing is kept between calls: the reusable CPUs and memory of finished
 //! init containers (never checkpointed upstream) live inside one call.
 
+mod decode;
+mod hints;
+mod machine;
+
 use std::collections::{BTreeMap, BTreeSet};
+
+use self::decode::{
+    decode_mask, duplicate, field_error, invalid, non_negative_bytes, numa_ids, parse_cpuset,
+};
+pub use self::hints::encode_hint;
+use self::hints::{decode_hint, decode_provider_hints, encode_provider_hints};
+pub use self::machine::{MAX_NUMA_NODES, Machine};
 
 use crate::cpu_manager::hints::CpuHints;
 use crate::cpu_manager::{
@@ -40,12 +51,12 @@ use crate::cpu_manager::{
     CpuSortingStrategy, PodLevelResources, PodSpec, ResourceIsolationLevel, StaticPolicy,
     StaticPolicyOptions, take_by_topology_numa_distributed, take_by_topology_numa_packed,
 };
-use crate::cpu_topology::{CpuInfo, CpuTopology, CpuTopologyError, MAX_NUMA_NODE_ID};
-use crate::cpuset::{CpuSet, MAX_CPU_ID};
+use crate::cpu_topology::{CpuTopology, MAX_NUMA_NODE_ID};
+use crate::cpuset::CpuSet;
 use crate::features::FeatureGates;
 use crate::memory_manager::{
-    self as mm, Block, HugePagesInfo, MemoryContainer, MemoryError, MemoryPod, MemoryState,
-    MemoryTable, NumaNodeMap, NumaNodeMemory, NumaNodeState, PodLevelGates, SystemReservedMemory,
+    self as mm, Block, MemoryContainer, MemoryError, MemoryPod, MemoryState, MemoryTable,
+    NumaNodeMap, NumaNodeState, PodLevelGates, SystemReservedMemory,
 };
 use crate::model::{self, Pod, truncate};
 use crate::node::NodeConfig;
@@ -59,313 +70,12 @@ type Result<T> = std::result::Result<T, Vec<FieldError>>;
 /// upstream function returned.
 pub type OperationResult = std::result::Result<wit::ManagerResponse, wit::ManagerError>;
 
-/// The most NUMA nodes a topology may list. Hint generation enumerates every
-/// subset of the NUMA nodes (`IterateBitMasks`), 2^n - 1 of them, so the
-/// bound keeps one call within its budget; upstream warns above 8 nodes.
-pub const MAX_NUMA_NODES: usize = 16;
-
 /// The CPU manager's checkpoint policy names.
 const CPU_POLICY_STATIC: &str = "static";
 const CPU_POLICY_NONE: &str = "none";
 /// The memory manager's checkpoint policy names.
 const MEMORY_POLICY_STATIC: &str = "Static";
 const MEMORY_POLICY_NONE: &str = "None";
-
-// ----------------------------------------------------------------------
-// Small helpers
-// ----------------------------------------------------------------------
-
-fn field_error(
-    field: impl Into<String>,
-    reason: ErrorReason,
-    message: impl Into<String>,
-    bad_value: Option<String>,
-) -> FieldError {
-    FieldError {
-        field: field.into(),
-        reason,
-        message: message.into(),
-        bad_value,
-    }
-}
-
-fn invalid(field: impl Into<String>, message: impl Into<String>, bad: &str) -> FieldError {
-    field_error(field, ErrorReason::Invalid, message, Some(truncate(bad)))
-}
-
-fn duplicate(field: impl Into<String>, bad: &str) -> FieldError {
-    field_error(
-        field,
-        ErrorReason::Duplicate,
-        "appears more than once",
-        Some(truncate(bad)),
-    )
-}
-
-fn parse_cpuset(text: &str, field: &str, errors: &mut Vec<FieldError>) -> CpuSet {
-    CpuSet::parse(text).unwrap_or_else(|err| {
-        errors.push(invalid(field, err.to_string(), text));
-        CpuSet::new()
-    })
-}
-
-/// NUMA node ids of a mask or a block; every id must fit a mask (0..=63).
-fn numa_ids(ids: &[u32], field: &str, errors: &mut Vec<FieldError>) -> Vec<usize> {
-    let mut out = Vec::with_capacity(ids.len());
-    for (i, &id) in ids.iter().enumerate() {
-        if id > MAX_NUMA_NODE_ID {
-            errors.push(invalid(
-                format!("{field}[{i}]"),
-                format!("NUMA node ids must be at most {MAX_NUMA_NODE_ID}"),
-                &id.to_string(),
-            ));
-        } else {
-            out.push(id as usize);
-        }
-    }
-    out
-}
-
-fn decode_mask(ids: &[u32], field: &str, errors: &mut Vec<FieldError>) -> BitMask {
-    let bits = numa_ids(ids, field, errors);
-    // Every id was checked above.
-    BitMask::new(&bits).unwrap_or_default()
-}
-
-fn decode_hint(
-    hint: &wit::TopologyHint,
-    field: &str,
-    errors: &mut Vec<FieldError>,
-) -> TopologyHint {
-    TopologyHint {
-        numa_affinity: hint
-            .numa_affinity
-            .as_ref()
-            .map(|ids| decode_mask(ids, &format!("{field}.numaAffinity"), errors)),
-        preferred: hint.preferred,
-    }
-}
-
-fn mask_ids(mask: BitMask) -> Vec<u32> {
-    crate::cpu_topology::mask_bits(mask.raw())
-}
-
-/// A native hint as a WIT hint.
-pub fn encode_hint(hint: &TopologyHint) -> wit::TopologyHint {
-    wit::TopologyHint {
-        numa_affinity: hint.numa_affinity.map(mask_ids),
-        preferred: hint.preferred,
-    }
-}
-
-fn decode_provider_hints(
-    hints: &wit::ProviderHints,
-    field: &str,
-    errors: &mut Vec<FieldError>,
-) -> tm::ProviderHints {
-    let list = hints.as_ref()?;
-    let mut map = BTreeMap::new();
-    for (i, entry) in list.iter().enumerate() {
-        let path = format!("{field}[{i}]");
-        let decoded = entry.hints.as_ref().map(|hints| {
-            hints
-                .iter()
-                .enumerate()
-                .map(|(j, h)| decode_hint(h, &format!("{path}.hints[{j}]"), errors))
-                .collect::<Vec<_>>()
-        });
-        if map.insert(entry.resource_name.clone(), decoded).is_some() {
-            errors.push(duplicate(
-                format!("{path}.resourceName"),
-                &entry.resource_name,
-            ));
-        }
-    }
-    Some(map)
-}
-
-fn encode_provider_hints(hints: &CpuHints) -> wit::ProviderHints {
-    hints.as_ref().map(|map| {
-        map.iter()
-            .map(|(resource, list)| wit::ResourceHints {
-                resource_name: resource.clone(),
-                hints: Some(list.iter().map(encode_hint).collect()),
-            })
-            .collect()
-    })
-}
-
-fn non_negative_bytes(q: &Quantity) -> u64 {
-    u64::try_from(q.value().max(0)).unwrap_or(0)
-}
-
-// ----------------------------------------------------------------------
-// Topology
-// ----------------------------------------------------------------------
-
-/// One decoded NUMA node.
-#[derive(Clone, Debug)]
-struct NumaNode {
-    memory: NumaNodeMemory,
-    distances: Option<Vec<u64>>,
-}
-
-/// The node topology, decoded.
-#[derive(Clone, Debug)]
-pub struct Machine {
-    /// NUMA nodes by id.
-    numa: BTreeMap<usize, NumaNode>,
-    /// The CPU topology; `Err` when the topology lists no CPUs.
-    cpu: std::result::Result<CpuTopology, CpuTopologyError>,
-}
-
-impl Machine {
-    /// Decode and check a WIT topology; problems are pushed to `errors` with
-    /// paths under `topology`.
-    pub fn decode(topology: &wit::NodeTopology, errors: &mut Vec<FieldError>) -> Machine {
-        let mut numa = BTreeMap::new();
-        if topology.numa_nodes.len() > MAX_NUMA_NODES {
-            errors.push(field_error(
-                "topology.numaNodes",
-                ErrorReason::TooLong,
-                format!(
-                    "at most {MAX_NUMA_NODES} NUMA nodes are supported (hint generation enumerates every subset of them)"
-                ),
-                Some(topology.numa_nodes.len().to_string()),
-            ));
-        }
-        // NUMA node ids (at most 63) already decoded, for the CPU loop below.
-        let mut known_numa = 0u64;
-        for (i, node) in topology.numa_nodes.iter().enumerate() {
-            // Formatted only for an error.
-            let path = || format!("topology.numaNodes[{i}]");
-            if node.id > MAX_NUMA_NODE_ID {
-                errors.push(invalid(
-                    format!("{}.id", path()),
-                    format!("NUMA node ids must be at most {MAX_NUMA_NODE_ID}"),
-                    &node.id.to_string(),
-                ));
-                continue;
-            }
-            let mut hugepages = Vec::new();
-            let mut sizes = BTreeSet::new();
-            for (j, pool) in node.hugepages.iter().enumerate() {
-                let pool_path = || format!("{}.hugepages[{j}].pageSizeBytes", path());
-                if pool.page_size_bytes == 0 || pool.page_size_bytes % 1024 != 0 {
-                    errors.push(invalid(
-                        pool_path(),
-                        "must be a positive multiple of 1024",
-                        &pool.page_size_bytes.to_string(),
-                    ));
-                    continue;
-                }
-                if !sizes.insert(pool.page_size_bytes) {
-                    errors.push(duplicate(pool_path(), &pool.page_size_bytes.to_string()));
-                    continue;
-                }
-                hugepages.push(HugePagesInfo {
-                    page_size_kib: pool.page_size_bytes / 1024,
-                    num_pages: pool.pages,
-                });
-            }
-            let id = node.id as usize;
-            let decoded = NumaNode {
-                memory: NumaNodeMemory {
-                    id,
-                    memory: node.memory_bytes,
-                    hugepages,
-                },
-                distances: (!node.distances.is_empty())
-                    .then(|| node.distances.iter().map(|&d| u64::from(d)).collect()),
-            };
-            if numa.insert(id, decoded).is_some() {
-                errors.push(duplicate(format!("{}.id", path()), &node.id.to_string()));
-            }
-            known_numa |= 1u64 << node.id;
-        }
-        let mut cpus = Vec::with_capacity(topology.cpus.len());
-        // Every id is at most MAX_CPU_ID once checked, so a bitmap finds duplicates.
-        let mut seen = vec![0u64; (MAX_CPU_ID as usize + 1).div_ceil(64)];
-        for (i, cpu) in topology.cpus.iter().enumerate() {
-            // Formatted only for an error: a big machine lists hundreds of CPUs.
-            let path = || format!("topology.cpus[{i}]");
-            if cpu.id > MAX_CPU_ID {
-                errors.push(invalid(
-                    format!("{}.id", path()),
-                    format!("CPU ids must be at most {MAX_CPU_ID}"),
-                    &cpu.id.to_string(),
-                ));
-                continue;
-            }
-            let (word, bit) = (cpu.id as usize / 64, 1u64 << (cpu.id % 64));
-            if seen[word] & bit != 0 {
-                errors.push(duplicate(format!("{}.id", path()), &cpu.id.to_string()));
-                continue;
-            }
-            seen[word] |= bit;
-            if cpu.numa_node > MAX_NUMA_NODE_ID || known_numa & (1u64 << cpu.numa_node) == 0 {
-                errors.push(invalid(
-                    format!("{}.numaNode", path()),
-                    "the CPU's NUMA node is not listed in topology.numaNodes",
-                    &cpu.numa_node.to_string(),
-                ));
-                continue;
-            }
-            cpus.push((
-                cpu.id,
-                CpuInfo {
-                    core_id: cpu.core_id,
-                    socket_id: cpu.socket_id,
-                    numa_node_id: cpu.numa_node,
-                    uncore_cache_id: cpu.uncore_cache_id,
-                },
-            ));
-        }
-        let cpu = CpuTopology::new(cpus);
-        if let Err(err) = &cpu
-            && *err != CpuTopologyError::NoCpus
-        {
-            errors.push(field_error(
-                "topology.cpus",
-                ErrorReason::Invalid,
-                err.to_string(),
-                None,
-            ));
-        }
-        Machine { numa, cpu }
-    }
-
-    /// The CPU topology, or the field error of a topology without CPUs.
-    fn cpu_topology(&self) -> std::result::Result<&CpuTopology, FieldError> {
-        self.cpu.as_ref().map_err(|err| {
-            field_error(
-                "topology.cpus",
-                ErrorReason::Required,
-                format!("the CPU manager needs the node's CPUs ({err})"),
-                None,
-            )
-        })
-    }
-
-    /// Every CPU of the machine (empty without CPUs).
-    fn all_cpus(&self) -> CpuSet {
-        self.cpu.as_ref().map(CpuTopology::cpus).unwrap_or_default()
-    }
-
-    fn topology_nodes(&self) -> Vec<tm::NumaNode> {
-        self.numa
-            .iter()
-            .map(|(&id, node)| tm::NumaNode {
-                id,
-                distances: node.distances.clone(),
-            })
-            .collect()
-    }
-
-    fn memory_nodes(&self) -> Vec<NumaNodeMemory> {
-        self.numa.values().map(|node| node.memory.clone()).collect()
-    }
-}
 
 // ----------------------------------------------------------------------
 // Configuration
