@@ -1,0 +1,408 @@
+//! `admit` and `release`: one pod through the topology manager's scope
+//! and its hint providers, as the kubelet's admit handler runs it (see the
+//! `managers` module docs for the steps), and `RemoveContainer` on every
+//! configured manager.
+//!
+//! Mirrors upstream `pkg/kubelet/cm/topologymanager/topology_manager.go`
+//! (`Admit`), `topologymanager/scope*.go` (the `none`, `container` and
+//! `pod` scopes: hints, merge, admit, then `Allocate` or, for KEP-5526
+//! pod-level resources, `AllocatePod` on every provider), and the
+//! `Allocate`, `AllocatePod` and `RemoveContainer` of
+//! `cpumanager/cpu_manager.go` and `memorymanager/memory_manager.go`.
+//! The rule of each decision and refusal is recorded where it happens,
+//! since only there are the check's inputs at hand.
+
+use std::collections::BTreeMap;
+
+use super::Result;
+use super::assignment::pod_assignment;
+use super::config::{Config, decode_config};
+use super::container_manager::{Managers, node_managers, start};
+use super::errors::{cpu_error, cpu_refusal, manager_error, memory_error, memory_refusal};
+use super::hints::{encode_hint, encode_provider_hints};
+use super::machine::Machine;
+use super::pod::{ManagedPod, managed_pod};
+use super::state::{States, decode_state, encode_state};
+use crate::cpu_manager::hints::CpuHints;
+use crate::features::FeatureGates;
+use crate::memory_manager::{self as mm, PodLevelGates};
+use crate::topology::{self as tm, BitMask, TopologyHint};
+use crate::wit::{self, FieldError};
+
+/// Everything `admit` and `release` decode before they run.
+struct Inputs {
+    cfg: Config,
+    machine: Machine,
+    states: States,
+}
+
+fn decode_inputs(
+    topology: &wit::NodeTopology,
+    state: &wit::ManagerState,
+    node: &wit::NodeSettings,
+    errors: &mut Vec<FieldError>,
+) -> Option<Inputs> {
+    let cfg = decode_config(node).map_err(|e| errors.extend(e)).ok();
+    let machine = Machine::decode(topology, errors);
+    let states = decode_state(state, "state", errors);
+    Some(Inputs {
+        cfg: cfg?,
+        machine,
+        states,
+    })
+}
+
+/// One admission in progress.
+struct Admitting<'a> {
+    managers: &'a Managers,
+    pod: &'a ManagedPod,
+    states: States,
+    decisions: Vec<wit::TopologyDecision>,
+    affinities: BTreeMap<String, TopologyHint>,
+    /// Why the admission failed, one line with its inputs (the
+    /// `admission.rule` of a rejection); set where the refusal happens,
+    /// since only there are the check's numbers at hand.
+    refusal: Option<String>,
+}
+
+impl Admitting<'_> {
+    fn memory_gates(&self) -> PodLevelGates {
+        PodLevelGates::from(&self.managers.gates)
+    }
+
+    /// Each active provider's hints for one container, or (`None`) for the pod.
+    fn hints(&self, container: Option<&str>) -> Vec<(wit::ResourceManager, CpuHints)> {
+        let gates = &self.managers.gates;
+        let mut answers = Vec::new();
+        if let Some(policy) = &self.managers.cpu {
+            let hints = match container {
+                Some(name) => {
+                    policy.get_topology_hints(&self.states.cpu, &self.pod.cpu, name, gates)
+                }
+                None => policy.get_pod_topology_hints(&self.states.cpu, &self.pod.cpu, gates),
+            };
+            answers.push((wit::ResourceManager::Cpu, hints));
+        }
+        if self.managers.memory.is_some() {
+            let memory_gates = self.memory_gates();
+            let hints = match container {
+                Some(name) => mm::get_topology_hints(
+                    memory_gates,
+                    &self.states.memory,
+                    &self.pod.memory,
+                    name,
+                ),
+                None => {
+                    mm::get_pod_topology_hints(memory_gates, &self.states.memory, &self.pod.memory)
+                }
+            };
+            answers.push((wit::ResourceManager::Memory, hints));
+        }
+        answers
+    }
+
+    /// Ask, merge and record; `Err` when the policy refuses.
+    fn decide(
+        &mut self,
+        container: Option<&str>,
+        pod_level: bool,
+    ) -> std::result::Result<TopologyHint, wit::ManagerError> {
+        let answers = self.hints(container);
+        let providers: Vec<tm::ProviderHints> = answers
+            .iter()
+            .map(|(_, hints)| tm::provider_hints(hints.clone()))
+            .collect();
+        let topology = &self.managers.topology;
+        let (hint, admit) = topology.policy.merge(&providers);
+        let rule = topology
+            .policy
+            .admit_rule(topology.scope, &providers, &hint);
+        if !admit {
+            self.refusal = Some(match container {
+                Some(name) => format!("container {name}: {rule}"),
+                None => rule.clone(),
+            });
+        }
+        self.decisions.push(wit::TopologyDecision {
+            container: container.map(str::to_string),
+            providers: answers
+                .iter()
+                .map(|(manager, hints)| wit::ProviderAnswer {
+                    manager: *manager,
+                    hints: encode_provider_hints(hints),
+                })
+                .collect(),
+            affinity: encode_hint(&hint),
+            admit,
+            rule,
+        });
+        if admit {
+            return Ok(hint);
+        }
+        let err = if pod_level {
+            tm::AdmitError::PodLevelTopologyAffinity
+        } else {
+            tm::AdmitError::TopologyAffinity
+        };
+        Err(manager_error(
+            wit::ManagerErrorKind::TopologyAffinity,
+            err.to_string(),
+            "Admit",
+        ))
+    }
+
+    /// `Allocate(pod, container)` on every provider.
+    fn allocate_container(
+        &mut self,
+        name: &str,
+        hint: TopologyHint,
+    ) -> std::result::Result<(), wit::ManagerError> {
+        self.affinities.insert(name.to_string(), hint);
+        let gates = &self.managers.gates;
+        let call = format!("Allocate (container {name})");
+        if let Some(policy) = &self.managers.cpu {
+            let allocated = policy.allocate(
+                &self.states.cpu,
+                &self.pod.cpu,
+                name,
+                hint.numa_affinity.map(BitMask::raw),
+                gates,
+            );
+            match allocated {
+                Ok(state) => self.states.cpu = state,
+                Err(err) => {
+                    self.refusal = Some(cpu_refusal(&err, &call, policy, &self.pod.cpu, gates));
+                    return Err(cpu_error(&err, "Allocate", true));
+                }
+            }
+        }
+        if self.managers.memory.is_some() {
+            let memory_gates = self.memory_gates();
+            let allocated = mm::allocate(
+                memory_gates,
+                &self.states.memory,
+                &self.pod.memory,
+                name,
+                hint,
+            );
+            match allocated {
+                Ok(state) => self.states.memory = state,
+                Err(err) => {
+                    self.refusal =
+                        Some(memory_refusal(&err, &call, &self.pod.memory, memory_gates));
+                    return Err(memory_error(&err, "Allocate", true));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `AllocatePod(pod)` on every provider (KEP-5526 pod scope).
+    fn allocate_pod(&mut self, hint: TopologyHint) -> std::result::Result<(), wit::ManagerError> {
+        for (name, _) in &self.pod.containers {
+            self.affinities.insert(name.clone(), hint);
+        }
+        let gates = &self.managers.gates;
+        let call = "AllocatePod (pod scope, KEP-5526 pod-level resources)";
+        if let Some(policy) = &self.managers.cpu {
+            let allocated = policy.allocate_pod(
+                &self.states.cpu,
+                &self.pod.cpu,
+                hint.numa_affinity.map(BitMask::raw),
+                gates,
+            );
+            match allocated {
+                Ok(state) => self.states.cpu = state,
+                Err(err) => {
+                    self.refusal = Some(cpu_refusal(&err, call, policy, &self.pod.cpu, gates));
+                    return Err(cpu_error(&err, "AllocatePod", true));
+                }
+            }
+        }
+        if self.managers.memory.is_some() {
+            let memory_gates = self.memory_gates();
+            let allocated =
+                mm::allocate_pod(memory_gates, &self.states.memory, &self.pod.memory, hint);
+            match allocated {
+                Ok(state) => self.states.memory = state,
+                Err(err) => {
+                    self.refusal = Some(memory_refusal(&err, call, &self.pod.memory, memory_gates));
+                    return Err(memory_error(&err, "AllocatePod", true));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Why the pod was admitted: the topology policy that let every
+    /// decision through and the managers that allocated it.
+    fn admitted_rule(&self) -> String {
+        let topology = &self.managers.topology;
+        let allocators = match (self.managers.cpu.is_some(), self.managers.memory.is_some()) {
+            (true, true) => "the static CPU manager and the Static memory manager allocated it",
+            (true, false) => "the static CPU manager allocated it",
+            (false, true) => "the Static memory manager allocated it",
+            (false, false) => "no resource manager places pods on this node",
+        };
+        if topology.scope == tm::Scope::None {
+            return format!(
+                "admitted: topology manager policy none asks for no NUMA alignment (no hint, no decision); {allocators}"
+            );
+        }
+        let decisions = self.decisions.len();
+        let admitted = if decisions == 1 {
+            "the merged hint".to_string()
+        } else {
+            format!("all {decisions} merged hints")
+        };
+        format!(
+            "admitted: topology manager policy {} ({} scope) admitted {admitted}; {allocators}",
+            topology.policy.name().as_str(),
+            topology.scope.as_str(),
+        )
+    }
+
+    /// The topology manager's scope, as `Admit` runs it.
+    fn run(&mut self) -> std::result::Result<(), wit::ManagerError> {
+        let names: Vec<String> = self.pod.containers.iter().map(|(n, _)| n.clone()).collect();
+        match self.managers.topology.scope {
+            tm::Scope::None => {
+                for name in &names {
+                    self.allocate_container(name, TopologyHint::default())?;
+                }
+            }
+            tm::Scope::Container => {
+                for name in &names {
+                    let hint = self.decide(Some(name), false)?;
+                    self.allocate_container(name, hint)?;
+                }
+            }
+            tm::Scope::Pod => {
+                let allocation = tm::pod_scope_allocation(
+                    self.managers.gates.pod_level_resource_managers,
+                    self.pod.pod_level_set,
+                );
+                let per_pod = allocation == tm::PodAllocation::PerPod;
+                let hint = self.decide(None, per_pod)?;
+                if per_pod {
+                    self.allocate_pod(hint)?;
+                } else {
+                    for name in &names {
+                        self.allocate_container(name, hint)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Export `admit`: see the module docs.
+pub fn admit(
+    pod: &wit::Pod,
+    topology: &wit::NodeTopology,
+    state: &wit::ManagerState,
+    node: &wit::NodeSettings,
+) -> Result<wit::Admission> {
+    let mut errors = Vec::new();
+    let inputs = decode_inputs(topology, state, node, &mut errors);
+    let gates = inputs
+        .as_ref()
+        .map_or_else(FeatureGates::default, |i| i.cfg.gates);
+    let managed = match crate::defaults::default_pod(pod, &gates) {
+        Ok(defaulted) => managed_pod(&defaulted.pod, &gates)
+            .map_err(|e| errors.extend(e))
+            .ok(),
+        Err(e) => {
+            errors.extend(e);
+            None
+        }
+    };
+    let (Some(inputs), Some(managed), true) = (inputs, managed, errors.is_empty()) else {
+        return Err(errors);
+    };
+    let managers = node_managers(&inputs.cfg, &inputs.machine)?;
+    let started = start(&managers, &inputs.states).map_err(|e| vec![e.field_error()])?;
+    let mut admitting = Admitting {
+        managers: &managers,
+        pod: &managed,
+        states: started.clone(),
+        decisions: Vec::new(),
+        affinities: BTreeMap::new(),
+        refusal: None,
+    };
+    let outcome = admitting.run();
+    let rule = match (&outcome, admitting.refusal.take()) {
+        (Ok(()), _) => admitting.admitted_rule(),
+        (Err(_), Some(refusal)) => refusal,
+        // Every refusal above records its line; this keeps a missed path
+        // readable instead of empty.
+        (Err(err), None) => format!("{}: {}", err.function, err.message),
+    };
+    let all_cpus = inputs.machine.all_cpus();
+    let (rejection, states, pod_for_assignment) = match outcome {
+        Ok(()) => (None, admitting.states, Some(&managed)),
+        Err(err) => (Some(err), started, None),
+    };
+    let mut assignment = pod_assignment(
+        managers.cpu.as_ref(),
+        &managers.gates,
+        &states,
+        &managed,
+        &admitting.affinities,
+        &all_cpus,
+    );
+    if pod_for_assignment.is_none() {
+        assignment.containers.clear();
+        assignment.pod_cpuset = None;
+        assignment.pod_shared_pool = None;
+        assignment.pod_memory.clear();
+        assignment.pod_cfs_quota_disabled = false;
+    }
+    let files = if rejection.is_none() {
+        let numa_nodes = inputs.machine.numa.keys().map(|id| *id as u32).collect();
+        crate::placement::placement_files(&assignment, &numa_nodes, inputs.cfg.cfs_period_us)
+    } else {
+        wit::PlacementFiles {
+            pod: Vec::new(),
+            containers: Vec::new(),
+        }
+    };
+    Ok(wit::Admission {
+        rejection,
+        rule,
+        topology: admitting.decisions,
+        assignment,
+        state: encode_state(&states),
+        files,
+    })
+}
+
+/// Export `release`: `RemoveContainer` on the configured managers.
+pub fn release(
+    pod_uid: &str,
+    container: &str,
+    topology: &wit::NodeTopology,
+    state: &wit::ManagerState,
+    node: &wit::NodeSettings,
+) -> Result<wit::ManagerState> {
+    let mut errors = Vec::new();
+    let inputs = decode_inputs(topology, state, node, &mut errors);
+    let (Some(inputs), true) = (inputs, errors.is_empty()) else {
+        return Err(errors);
+    };
+    let managers = node_managers(&inputs.cfg, &inputs.machine)?;
+    let mut states = inputs.states;
+    if let Some(policy) = &managers.cpu {
+        states.cpu = policy.remove_container(&states.cpu, pod_uid, container, &managers.gates);
+    }
+    if managers.memory.is_some() {
+        states.memory = mm::remove_container(
+            PodLevelGates::from(&managers.gates),
+            &states.memory,
+            pod_uid,
+            container,
+        );
+    }
+    Ok(encode_state(&states))
+}
