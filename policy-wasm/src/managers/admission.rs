@@ -406,3 +406,190 @@ pub fn release(
     }
     Ok(encode_state(&states))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::managers::test_support::{
+        GIB, container, empty_state, guaranteed, node, pod, topology, with_options,
+    };
+
+    #[test]
+    fn admit_pod_scope_and_release_everything() {
+        let node = node("pod");
+        let p = pod(
+            "p1",
+            guaranteed("4", "4Gi"),
+            vec![
+                container("exclusive", guaranteed("2", "2Gi")),
+                container("shared", None),
+            ],
+        );
+        let first = admit(&p, &topology(), &empty_state(), &node).expect("valid");
+        // A new state is started: all CPUs, the default machine state.
+        assert_eq!(first.rejection, None);
+        let a = &first.assignment;
+        assert_eq!(a.pod_cpuset.as_deref(), Some("2,4,8,10"));
+        assert_eq!(a.pod_shared_pool.as_deref(), Some("4,10"));
+        assert_eq!(a.containers[0].cpuset.as_deref(), Some("2,8"));
+        assert_eq!(a.containers[0].cpu_isolation, wit::CpuIsolation::Container);
+        assert!(a.containers[0].cfs_quota_disabled && a.pod_cfs_quota_disabled);
+        assert_eq!(a.containers[1].cpu_isolation, wit::CpuIsolation::Pod);
+        assert_eq!(a.containers[1].memory[0].size, 2 * GIB);
+        assert_eq!(a.pod_memory[0].size, 4 * GIB);
+        assert_eq!(a.node_shared_pool, "0-1,3,5-7,9,11");
+        assert_eq!(first.topology.len(), 1);
+        assert_eq!(first.topology[0].affinity.numa_affinity, Some(vec![0]));
+        assert_eq!(first.state.cpu.policy_name, "static");
+        assert_eq!(first.state.memory.policy_name, "Static");
+
+        // The start state, as `admit` started it, comes back after releasing
+        // both containers; the pod-level set goes with the last one.
+        let started = {
+            let none = pod("none", None, vec![container("c", None)]);
+            admit(&none, &topology(), &empty_state(), &node)
+                .unwrap()
+                .state
+        };
+        let after_one = release("p1", "exclusive", &topology(), &first.state, &node).unwrap();
+        assert_eq!(after_one.cpu.pod_entries.len(), 1, "the pod set stays");
+        let after_all = release("p1", "shared", &topology(), &after_one, &node).unwrap();
+        assert_eq!(after_all, started);
+        // Admitting on the admitted state again is idempotent.
+        let again = admit(&p, &topology(), &first.state, &node).unwrap();
+        assert_eq!(again.state, first.state);
+    }
+
+    #[test]
+    fn rejection_keeps_the_started_state() {
+        let node = node("pod");
+        let p = pod(
+            "p1",
+            guaranteed("4", "4Gi"),
+            vec![
+                container("a", guaranteed("2", "2Gi")),
+                container("b", guaranteed("2", "2Gi")),
+                container("shared", None),
+            ],
+        );
+        let a = admit(&p, &topology(), &empty_state(), &node).unwrap();
+        let rejection = a.rejection.expect("rejected");
+        assert_eq!(rejection.kind, wit::ManagerErrorKind::TopologyAffinity);
+        assert_eq!(rejection.function, "Admit");
+        assert!(a.assignment.containers.is_empty());
+        assert!(a.state.cpu.entries.is_empty());
+        assert_eq!(a.state.cpu.default_cpuset, "0-11");
+        // The hints show why: both providers found no placement.
+        let providers = &a.topology[0].providers;
+        assert_eq!(providers.len(), 2);
+        assert!(providers.iter().all(|p| p.hints.as_ref().is_some_and(|h| {
+            h.iter()
+                .all(|r| r.hints.as_ref().is_some_and(Vec::is_empty))
+        })));
+        // And the rule says so, in the decision and as the admission's reason.
+        let rule = "restricted (pod scope): merged hint [0,1] not preferred: cpu and memory have no preferred hint; restricted admits only a preferred merged hint";
+        assert_eq!(a.topology[0].rule, rule);
+        assert_eq!(a.rule, rule);
+    }
+
+    #[test]
+    fn admitted_and_container_scope_rules() {
+        let node = with_options(node("container"), "best-effort", &[]);
+        let p = pod(
+            "p",
+            None,
+            vec![
+                container("a", guaranteed("2", "1Gi")),
+                container("b", guaranteed("2", "1Gi")),
+            ],
+        );
+        let a = admit(&p, &topology(), &empty_state(), &node).unwrap();
+        assert_eq!(a.rejection, None);
+        assert_eq!(
+            a.rule,
+            "admitted: topology manager policy best-effort (container scope) admitted all 2 merged hints; the static CPU manager and the Static memory manager allocated it"
+        );
+        // Container scope under restricted: the container that did not fit
+        // is named in front of the decision's rule (7 CPUs fit on no NUMA
+        // node of 6, and the 12-CPU machine has 11 free).
+        let restricted = with_options(node.clone(), "restricted", &[]);
+        let p = pod(
+            "p",
+            None,
+            vec![
+                container("small", guaranteed("1", "1Gi")),
+                container("wide", guaranteed("7", "1Gi")),
+            ],
+        );
+        let a = admit(&p, &topology(), &empty_state(), &restricted).unwrap();
+        assert_eq!(
+            a.rejection.expect("rejected").kind,
+            wit::ManagerErrorKind::TopologyAffinity
+        );
+        assert!(a.topology[0].admit);
+        assert!(!a.topology[1].admit);
+        assert_eq!(a.rule, format!("container wide: {}", a.topology[1].rule));
+        // cpu: only [0,1] (preferred: 7 CPUs need both nodes); memory: [0]
+        // or [1] (not [0,1]: `small`'s memory is already single-NUMA on 0).
+        // No hint pair has the same mask, so nothing merged is preferred.
+        assert_eq!(
+            a.topology[1].rule,
+            "restricted (container scope): merged hint [0] not preferred: the resources' preferred hints share no NUMA node set; restricted admits only a preferred merged hint"
+        );
+
+        let none = with_options(node, "none", &[]);
+        let a = admit(
+            &pod("p", None, vec![container("c", guaranteed("2", "1Gi"))]),
+            &topology(),
+            &empty_state(),
+            &none,
+        )
+        .unwrap();
+        assert!(a.topology.is_empty());
+        assert_eq!(
+            a.rule,
+            "admitted: topology manager policy none asks for no NUMA alignment (no hint, no decision); the static CPU manager and the Static memory manager allocated it"
+        );
+    }
+
+    #[test]
+    fn field_paths() {
+        let mut state = empty_state();
+        state.cpu.entries = vec![
+            wit::PodCpuEntries {
+                pod_uid: "x".into(),
+                containers: vec![wit::ContainerCpuset {
+                    container: "c".into(),
+                    cpuset: "5-3".into(),
+                }],
+            },
+            wit::PodCpuEntries {
+                pod_uid: "x".into(),
+                containers: Vec::new(),
+            },
+        ];
+        let mut topo = topology();
+        topo.numa_nodes[1].id = 0;
+        topo.numa_nodes[0].hugepages.push(wit::HugepagePool {
+            page_size_bytes: 1000,
+            pages: 1,
+        });
+        let mut settings = node("pod");
+        settings.reserved_system_cpus = Some("0-".into());
+        let p = pod("p", None, vec![container("c", None), container("c", None)]);
+        let errors = admit(&p, &topo, &state, &settings).unwrap_err();
+        let fields: BTreeSet<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        for want in [
+            "state.cpu.entries[0].containers[0].cpuset",
+            "state.cpu.entries[1].podUid",
+            "topology.numaNodes[1].id",
+            "topology.numaNodes[0].hugepages[0].pageSizeBytes",
+            "reservedSystemCPUs",
+            "spec.containers[1].name",
+        ] {
+            assert!(fields.contains(want), "no error at {want}: {fields:?}");
+        }
+    }
+}

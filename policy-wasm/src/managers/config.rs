@@ -378,3 +378,46 @@ pub(super) fn static_reservation(cfg: &Config) -> std::result::Result<(), Config
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::managers::test_support::{container, empty_state, list, node, pod, topology};
+    use crate::managers::{admit, manager_operation};
+    use crate::wit;
+
+    #[test]
+    fn static_policy_needs_a_cpu_reservation() {
+        // Upstream NewManager refuses both: with nothing reserved, exclusive
+        // allocations could take the last shared CPU (a fuzz finding).
+        let p = pod("p", None, vec![container("c", None)]);
+        let refusal = |settings: &wit::NodeSettings| {
+            let errors = admit(&p, &topology(), &empty_state(), settings).unwrap_err();
+            assert_eq!(errors.len(), 1, "{errors:?}");
+            assert_eq!(errors[0].field, "systemReserved[cpu]");
+            errors[0].message.clone()
+        };
+        let mut absent = node("pod");
+        absent.system_reserved.clear();
+        assert_eq!(
+            refusal(&absent),
+            "[cpumanager] unable to determine reserved CPU resources for static policy"
+        );
+        let mut zero = node("pod");
+        zero.system_reserved = list(&[("cpu", "0")]);
+        zero.kube_reserved = list(&[("cpu", "0m")]);
+        assert!(refusal(&zero).contains("requires systemreserved.cpu + kubereserved.cpu"));
+        // reservedSystemCPUs alone counts as a reservation (the kubelet
+        // writes its size into systemReserved[cpu]).
+        let mut by_set = absent.clone();
+        by_set.reserved_system_cpus = Some("0".into());
+        assert!(admit(&p, &topology(), &empty_state(), &by_set).is_ok());
+        // The policy function itself still takes zero, as upstream's does.
+        let out = manager_operation(
+            &wit::ManagerRequest::Start(empty_state()),
+            &topology(),
+            &zero,
+        );
+        let out = out.unwrap();
+        assert!(out.is_ok(), "{out:?}");
+    }
+}

@@ -178,7 +178,7 @@ pub(super) fn managers(
 /// (upstream `validateState` / `areMachineStatesEqual`). Blocks over several
 /// NUMA nodes are compared by group sums: how such a block splits across
 /// its nodes depends on the order of earlier allocations and releases.
-pub(super) fn machine_states_match(got: &NumaNodeMap, want: &NumaNodeMap) -> bool {
+fn machine_states_match(got: &NumaNodeMap, want: &NumaNodeMap) -> bool {
     if got.keys().ne(want.keys()) {
         return false;
     }
@@ -287,4 +287,33 @@ pub(super) fn start(
         }
     }
     Ok(next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::managers::test_support::GIB;
+    use crate::memory_manager::{MemoryTable, NumaNodeState};
+
+    #[test]
+    fn multi_numa_blocks_compare_by_group() {
+        let table = |reserved: u64| MemoryTable {
+            total: 4 * GIB,
+            system_reserved: 0,
+            allocatable: 4 * GIB,
+            reserved,
+            free: 4 * GIB - reserved,
+        };
+        let node = |reserved: u64| NumaNodeState {
+            number_of_assignments: 1,
+            memory_map: BTreeMap::from([(mm::MEMORY.to_string(), table(reserved))]),
+            cells: vec![0, 1],
+        };
+        let want: NumaNodeMap = BTreeMap::from([(0, node(4 * GIB)), (1, node(GIB))]);
+        // The same 5Gi, split the other way after a release: still consistent.
+        let got: NumaNodeMap = BTreeMap::from([(0, node(3 * GIB)), (1, node(2 * GIB))]);
+        assert!(machine_states_match(&got, &want));
+        let short: NumaNodeMap = BTreeMap::from([(0, node(3 * GIB)), (1, node(GIB))]);
+        assert!(!machine_states_match(&short, &want));
+    }
 }

@@ -205,3 +205,92 @@ pub(super) fn memory_refusal(
         other => format!("{head}: {other}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::managers::admit;
+    use crate::managers::test_support::{
+        container, empty_state, guaranteed, node, pod, topology, with_options,
+    };
+    use crate::wit;
+
+    /// `full-pcpus-only` with 2 threads per core: an odd request is refused
+    /// by the CPU manager after the topology manager admitted its hint, and
+    /// the rule gives the numbers of the check.
+    #[test]
+    fn smt_alignment_rule_has_the_requested_and_per_core_cpus() {
+        let node = with_options(
+            node("container"),
+            "best-effort",
+            &[("full-pcpus-only", "true")],
+        );
+        let p = pod("p", None, vec![container("odd", guaranteed("3", "1Gi"))]);
+        let a = admit(&p, &topology(), &empty_state(), &node).unwrap();
+        let rejection = a.rejection.expect("rejected");
+        // Upstream's SMTAlignmentError fields cross as data.
+        assert_eq!(
+            rejection.kind,
+            wit::ManagerErrorKind::SmtAlignment(wit::SmtAlignmentError {
+                requested_cpus: 3,
+                cpus_per_core: 2,
+                available_physical_cpus: 0,
+                caused_by_physical_cpus: false,
+            })
+        );
+        assert_eq!(rejection.kind.reason(), "SMTAlignmentError");
+        assert_eq!(
+            a.rule,
+            "CPU manager static, Allocate (container odd): full-pcpus-only: 3 CPUs requested is not a multiple of the 2 CPUs per physical core; full-pcpus-only hands out exclusive CPUs only as whole cores"
+        );
+        // The topology decision itself admitted.
+        assert!(a.topology[0].admit);
+        assert!(
+            a.topology[0]
+                .rule
+                .starts_with("best-effort (container scope): merged hint ")
+        );
+
+        // 10 CPUs on whole cores: 12 minus the reserved CPU 0's core (0 and
+        // its sibling 6) leaves 10 free; 12 asked is too many.
+        let big = pod("big", None, vec![container("big", guaranteed("12", "1Gi"))]);
+        let a = admit(&big, &topology(), &empty_state(), &node).unwrap();
+        assert_eq!(
+            a.rejection.expect("rejected").kind,
+            wit::ManagerErrorKind::SmtAlignment(wit::SmtAlignmentError {
+                requested_cpus: 12,
+                cpus_per_core: 2,
+                available_physical_cpus: 10,
+                caused_by_physical_cpus: true,
+            })
+        );
+        assert_eq!(
+            a.rule,
+            "CPU manager static, Allocate (container big): full-pcpus-only: 12 CPUs requested, but only 10 CPUs are free on whole physical cores outside the reserved ones (2 CPUs per core); full-pcpus-only hands out exclusive CPUs only as whole cores"
+        );
+    }
+
+    /// KEP-5526's example 3: 5 pod CPUs, exclusive 3 + 2, one container
+    /// left for the empty pod shared pool.
+    #[test]
+    fn empty_pod_shared_pool_rule_has_the_budget_and_each_container() {
+        let node = with_options(node("pod"), "best-effort", &[]);
+        let p = pod(
+            "p",
+            guaranteed("5", "5Gi"),
+            vec![
+                container("container-1", guaranteed("3", "3Gi")),
+                container("container-2", guaranteed("2", "2Gi")),
+                container("container-3", None),
+            ],
+        );
+        let a = admit(&p, &topology(), &empty_state(), &node).unwrap();
+        assert_eq!(
+            a.rejection.expect("rejected").kind,
+            wit::ManagerErrorKind::EmptyPodSharedPool
+        );
+        assert_eq!(
+            a.rule,
+            "CPU manager static, AllocatePod (pod scope, KEP-5526 pod-level resources): pod rejected, sum of exclusive container cpu requests equals pod budget, leaving no cpus for shared containers: pod cpu budget 5 CPUs; containers: container-1 3 exclusive, container-2 2 exclusive, container-3 pod shared pool; KEP-5526 refuses a pod whose containers without exclusive CPUs would find its pod shared pool empty"
+        );
+    }
+}

@@ -463,3 +463,50 @@ pub fn manager_operation(
         wit::ManagerRequest::PodRequested(r) => op.pod_requested(r),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::managers::test_support::{empty_state, node, topology};
+
+    #[test]
+    fn operations_report_upstream_errors() {
+        // NewStaticPolicy refuses a reserved set of the wrong size.
+        let mut settings = node("pod");
+        settings.reserved_system_cpus = Some("0-1".into());
+        let out = manager_operation(
+            &wit::ManagerRequest::Start(empty_state()),
+            &topology(),
+            &settings,
+        )
+        .unwrap();
+        let err = out.unwrap_err();
+        assert_eq!(err.kind, wit::ManagerErrorKind::Configuration);
+        assert_eq!(err.function, "NewStaticPolicy");
+        assert_eq!(
+            err.message,
+            "[cpumanager] unable to reserve the required amount of CPUs (size of 0-1 did not equal 1)"
+        );
+        // takeByTopology on too few CPUs.
+        let take = wit::ManagerRequest::TakeCpus(wit::TakeCpusRequest {
+            algorithm: wit::TakeAlgorithm::NumaPacked,
+            available: "0-1".into(),
+            num_cpus: 3,
+            cpu_group_size: 1,
+            sorting: wit::CpuSortingStrategy::Packed,
+            prefer_align_by_uncore_cache: false,
+        });
+        let err = manager_operation(&take, &topology(), &node("pod"))
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(
+            err.message,
+            "not enough cpus available to satisfy request: requested=3, available=2"
+        );
+        // Bad input stays a field error.
+        let mut no_cpus = topology();
+        no_cpus.cpus.clear();
+        let errors = manager_operation(&take, &no_cpus, &node("pod")).unwrap_err();
+        assert_eq!(errors[0].field, "topology.cpus");
+    }
+}
