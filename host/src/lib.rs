@@ -23,9 +23,205 @@ pub mod bindings {
     #![allow(missing_docs)]
     wasmtime::component::bindgen!({
         path: "../wit",
-        world: "pod-policy",
+        world: "pod-policy-conformance",
         additional_derives: [serde::Serialize, PartialEq],
     });
+
+    // Every type under its own name, whichever interface defines it.
+    pub use exports::podpolicy::policy::common::*;
+    pub use exports::podpolicy::policy::evaluate::{
+        ContainerEvaluation, ContainerKind, HugepageLimit, NodeCgroup, NodeCgroupValues,
+        NodeCgroups, PendingResize, PodEvaluation, ResourceConfig, ResourcesChange, ValueReason,
+    };
+    pub use exports::podpolicy::policy::managers::{
+        Admission, ContainerAssignment, ContainerCpuset, ContainerFiles, ContainerMemory,
+        CpuIsolation, CpuManagerState, Cpuset, HugepagePool, ManagerError, ManagerErrorKind,
+        ManagerState, MemoryBlock, MemoryManagerState, MemoryTable, NodeTopology, NumaMemoryState,
+        NumaNodeInfo, PlacementFiles, PodAssignment, PodCpuEntries, PodCpuset, PodMemory,
+        PodMemoryEntries, ProviderAnswer, ProviderHints, ResourceHints, ResourceManager,
+        SmtAlignmentError, TopologyCpu, TopologyDecision, TopologyHint,
+    };
+    pub use exports::podpolicy::policy::node::{
+        CgroupDriver, CgroupVersion, CpuManagerPolicy, CpuWeightCurve, FeatureGate,
+        MemoryManagerPolicy, MemoryReservationPolicy, NodeSettings, NumaReservedMemory, PolicyInfo,
+        PolicyOption, TopologyManagerPolicy, TopologyManagerScope,
+    };
+    pub use exports::podpolicy::policy::pod::{
+        ClaimOverhead, Container, ContainerResizePolicy, ContainerStatus, DefaultedPod,
+        EffectiveResources, NodeAllocatableClaimStatus, PatchOp, PatchOperation, PatchValue, Pod,
+        PodCondition, PodResourcesOptions, PodSpec, PodStatus, PodWarning,
+    };
+    pub use exports::podpolicy::policy::resize::{
+        ResizeDecision, ResizeDirection, ResizePlan, ResizeResource, ResizeStep, ResizeStepKind,
+    };
+    pub use exports::podpolicy::policy::testing::{
+        AllocateCpusRequest, Allocation, ContainerRequest, CpuSortingStrategy, CpusAllocation,
+        HintsRequest, ManagerRequest, ManagerResponse, MergedHint, PodRequest, PodRequestedRequest,
+        RemoveRequest, RequestedResource, TakeAlgorithm, TakeCpusRequest,
+    };
+
+    /// The policy prepared for instantiation: the generated pre-instance,
+    /// which type-checks every export of the component once.
+    pub type PodPolicyPre<T> = PodPolicyConformancePre<T>;
+    type Errors = Vec<FieldError>;
+
+    /// One `call_<function>` per export on [`PodPolicy`], whatever interface
+    /// holds it, so callers name the function, not where the contract files
+    /// it; and [`ExportIndices`], where each export sits in the component.
+    ///
+    /// Why not the generated `PodPolicyConformance`: loading it from an
+    /// instance type-checks all 18 exports (the big pod and topology records
+    /// included) on every instance, which cost more than the instantiation
+    /// itself. Here the exports are found once per component, checked once
+    /// against these signatures ([`ExportIndices::check`], at load), and
+    /// each instance only looks them up by index.
+    macro_rules! calls {
+        ($($call:ident => $iface:literal.$func:literal($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {
+            /// Where each export of the policy sits in its component.
+            pub struct ExportIndices {
+                $($call: wasmtime::component::ComponentExportIndex,)*
+            }
+
+            impl ExportIndices {
+                /// Find every export in `component`: interface
+                /// `podpolicy:policy/<interface>@<WIT_VERSION>`, then the function in it.
+                pub fn new(component: &wasmtime::component::Component) -> wasmtime::Result<Self> {
+                    let find = |iface: &str, func: &str| {
+                        let iface = format!("podpolicy:policy/{iface}@{}", policy_wasm::WIT_VERSION);
+                        let instance = component
+                            .get_export_index(None, &iface)
+                            .ok_or_else(|| wasmtime::format_err!("no export `{iface}`"))?;
+                        component
+                            .get_export_index(Some(&instance), func)
+                            .ok_or_else(|| wasmtime::format_err!("no export `{iface}#{func}`"))
+                    };
+                    Ok(ExportIndices { $($call: find($iface, $func)?,)* })
+                }
+
+                /// Type-check every export of `instance` against the
+                /// signature its `call_` uses (once per component, at load).
+                pub fn check(
+                    &self,
+                    mut store: impl wasmtime::AsContextMut,
+                    instance: &wasmtime::component::Instance,
+                ) -> wasmtime::Result<()> {
+                    $(
+                        instance
+                            .get_typed_func::<($($ty,)*), ($ret,)>(&mut store, &self.$call)
+                            .map_err(|e| e.context(concat!("export `", $iface, "#", $func, "`")))?;
+                    )*
+                    Ok(())
+                }
+            }
+
+            impl PodPolicy {
+                $(
+                    #[doc = concat!("`", $func, "` of interface `", $iface, "`.")]
+                    #[allow(clippy::ptr_arg)] // `&ResourceList`, as the WIT names it
+                    pub fn $call(
+                        &self,
+                        mut store: impl wasmtime::AsContextMut,
+                        $($arg: $ty),*
+                    ) -> wasmtime::Result<$ret> {
+                        let func = self
+                            .instance
+                            .get_func(&mut store, &self.exports.$call)
+                            .ok_or_else(|| wasmtime::format_err!(concat!("no export `", $func, "`")))?;
+                        // SAFETY: `ExportIndices::check` type-checked this
+                        // export of this component against exactly these
+                        // parameter and result types when it was loaded, and
+                        // every instance of a component has its types.
+                        let typed = unsafe {
+                            wasmtime::component::TypedFunc::<($($ty,)*), ($ret,)>::new_unchecked(func)
+                        };
+                        let (result,) = typed.call(&mut store, ($($arg,)*))?;
+                        Ok(result)
+                    }
+                )*
+            }
+        };
+    }
+
+    /// One instance of the policy component, its exports found by index.
+    pub struct PodPolicy {
+        instance: wasmtime::component::Instance,
+        exports: std::sync::Arc<ExportIndices>,
+    }
+
+    impl PodPolicy {
+        /// An instance of `component` in `store` (for embedders: the
+        /// component must implement `pod-policy-conformance` at this
+        /// host's contract version).
+        pub fn instantiate<T: 'static>(
+            mut store: impl wasmtime::AsContextMut<Data = T>,
+            component: &wasmtime::component::Component,
+            linker: &wasmtime::component::Linker<T>,
+        ) -> wasmtime::Result<PodPolicy> {
+            let pre = linker.instantiate_pre(component)?;
+            PodPolicyPre::new(pre.clone())?;
+            let exports = ExportIndices::new(component)?;
+            let instance = pre.instantiate(&mut store)?;
+            exports.check(&mut store, &instance)?;
+            Ok(PodPolicy::from_instance(
+                instance,
+                std::sync::Arc::new(exports),
+            ))
+        }
+
+        /// Wrap an instance of a component whose exports `exports` found
+        /// and checked.
+        pub fn from_instance(
+            instance: wasmtime::component::Instance,
+            exports: std::sync::Arc<ExportIndices>,
+        ) -> PodPolicy {
+            PodPolicy { instance, exports }
+        }
+    }
+
+    calls! {
+        call_policy_info => "node"."info"() -> PolicyInfo;
+        call_validate_node => "node"."validate-node"(node: &NodeSettings) -> Errors;
+        call_managers_active => "node"."managers-active"(node: &NodeSettings) -> bool;
+        call_default_pod => "pod"."default-pod"(pod: &Pod, node: &NodeSettings)
+            -> Result<DefaultedPod, Errors>;
+        call_validate_pod => "pod"."validate-pod"(pod: &Pod, node: &NodeSettings) -> Errors;
+        call_pod_warnings => "pod"."pod-warnings"(pod: &Pod) -> Vec<PodWarning>;
+        call_effective_resources => "pod"."pod-resources"(
+            pod: &Pod, options: &PodResourcesOptions, node: &NodeSettings
+        ) -> Result<EffectiveResources, Errors>;
+        call_qos_class => "pod"."pod-qos"(pod: &Pod, node: &NodeSettings)
+            -> Result<QosClass, Errors>;
+        call_pod_resource_config => "evaluate"."pod-resource-config"(
+            pod: &Pod, node: &NodeSettings
+        ) -> Result<ResourceConfig, Errors>;
+        call_oom_score_adjust => "evaluate"."oom-score-adjust"(
+            pod: &Pod, node: &NodeSettings
+        ) -> Result<Vec<(String, i32)>, Errors>;
+        call_container_memory_high => "evaluate"."container-memory-high"(
+            request_bytes: Option<u64>, limit_bytes: Option<u64>, qos: QosClass, node: &NodeSettings
+        ) -> Result<Option<u64>, Errors>;
+        call_node_cgroups => "evaluate"."node-level-cgroups"(
+            pods: &[Pod], node: &NodeSettings
+        ) -> Result<NodeCgroups, Errors>;
+        call_evaluate => "evaluate"."evaluate"(pod: &Pod, node: &NodeSettings)
+            -> Result<PodEvaluation, Errors>;
+        call_explain_values => "evaluate"."explain-values"(
+            pod: &Pod, node: &NodeSettings
+        ) -> Result<Vec<ValueReason>, Errors>;
+        call_resize_plan => "resize"."plan"(
+            current: &Pod, desired: &Pod, others: &[ResourceQuantity], node: &NodeSettings
+        ) -> Result<ResizePlan, Errors>;
+        call_admit => "managers"."admit"(
+            pod: &Pod, topology: &NodeTopology, state: &ManagerState, node: &NodeSettings
+        ) -> Result<Admission, Errors>;
+        call_release => "managers"."release"(
+            pod_uid: &str, container: &str, topology: &NodeTopology, state: &ManagerState,
+            node: &NodeSettings
+        ) -> Result<ManagerState, Errors>;
+        call_manager_operation => "testing"."manager-operation"(
+            request: &ManagerRequest, topology: &NodeTopology, node: &NodeSettings
+        ) -> Result<Result<ManagerResponse, ManagerError>, Errors>;
+    }
 
     /// The kubelet configuration's spelling of each closed set the contract
     /// types as an enum: [`KubeletName::kubelet_name`] writes it and
@@ -93,42 +289,6 @@ pub mod bindings {
         /// `<field>: <message>`, the text the API server returns as a warning.
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             write!(f, "{}: {}", self.field, self.message)
-        }
-    }
-
-    /// Lists every export of the world once, so a new export that is missing
-    /// here is a compile error (the struct literal below must name them all).
-    macro_rules! load_exports {
-        ($load:expr, $indices:expr; $($field:ident),* $(,)?) => {
-            PodPolicy { $($field: $load(&$indices.$field, stringify!($field))?,)* }
-        };
-    }
-
-    impl<T: 'static> PodPolicyPre<T> {
-        /// Instantiate without type-checking the exports again.
-        ///
-        /// The generated `instantiate` type-checks all 15 exports (the big pod
-        /// and topology records included) on every instance, about a tenth of
-        /// a fresh call. `PodPolicyPre::new` already checked them against the
-        /// component's type, which every instance of it shares, so here the
-        /// exports are only looked up by their precomputed indices.
-        pub fn instantiate_prechecked(
-            &self,
-            mut store: impl wasmtime::AsContextMut<Data = T>,
-        ) -> wasmtime::Result<PodPolicy> {
-            let mut store = store.as_context_mut();
-            let instance = self.instance_pre.instantiate(&mut store)?;
-            let mut load = |index: &wasmtime::component::ComponentExportIndex, name: &str| {
-                instance
-                    .get_func(&mut store, index)
-                    .ok_or_else(|| wasmtime::format_err!("no export `{name}` found"))
-            };
-            Ok(load_exports!(load, self.indices;
-                policy_info, validate_node, managers_active, default_pod, validate_pod, pod_warnings,
-                effective_resources, qos_class, pod_resource_config,
-                oom_score_adjust, container_memory_high, node_cgroups,
-                resize_plan, evaluate, explain_values, admit, release, manager_operation,
-            ))
         }
     }
 }
@@ -278,7 +438,7 @@ impl PolicyRuntime {
         &self,
         current: &Pod,
         desired: &Pod,
-        others: &Vec<bindings::ResourceQuantity>,
+        others: &[bindings::ResourceQuantity],
         node: &NodeSettings,
     ) -> Result<PolicyResult<bindings::ResizePlan>> {
         self.call(|p, s| p.call_resize_plan(s, current, desired, others, node))

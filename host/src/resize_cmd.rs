@@ -68,7 +68,7 @@ pub fn resize(
     policy: &PolicyRuntime,
     current: &Pod,
     desired: &Pod,
-    others: &Vec<ResourceQuantity>,
+    others: &[ResourceQuantity],
     node: &NodeSettings,
     cgroup_root: Option<&Path>,
 ) -> Result<ResizeReport> {

@@ -10,19 +10,19 @@
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use sha2::{Digest, Sha256};
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, Instance, InstancePre, Linker};
 use wasmtime::{
     Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store,
     StoreLimits, StoreLimitsBuilder, Trap,
 };
 
-use crate::bindings::{PodPolicy, PodPolicyPre, PolicyInfo};
+use crate::bindings::{ExportIndices, PodPolicy, PodPolicyPre, PolicyInfo};
 
 /// The policy component built from `policy-wasm/` at build time.
 pub static EMBEDDED_POLICY: &[u8] =
@@ -149,7 +149,8 @@ pub struct CallState {
 /// A compiled policy ready to serve calls.
 pub struct PolicyRuntime {
     engine: Engine,
-    pre: PodPolicyPre<CallState>,
+    instance_pre: InstancePre<CallState>,
+    exports: Arc<ExportIndices>,
     limits: Limits,
     digest: String,
     info: PolicyInfo,
@@ -323,12 +324,17 @@ impl PolicyRuntime {
         let instance_pre = linker
             .instantiate_pre(&component)
             .map_err(|e| anyhow!("preparing the policy component: {e:#}"))?;
-        let pre = match PodPolicyPre::new(instance_pre.clone()) {
-            Ok(pre) => pre,
+        // The generated pre-instance type-checks every export of the
+        // contract; only the check is kept (see `bindings::PodPolicy`).
+        match PodPolicyPre::new(instance_pre.clone()) {
+            Ok(_) => {}
             Err(e) => {
                 // A component of another contract version fails the type
-                // check; name both versions when its `policy-info` says so.
-                if let Some(version) = other_contract_version(&engine, &instance_pre, limits)
+                // check; name both versions, read from its export names
+                // (`podpolicy:policy/node@X.Y.Z`, contracts since 0.9.0) or,
+                // for the older flat world, from its `policy-info`.
+                if let Some(version) = exported_contract_version(&engine, &component)
+                    .or_else(|| other_contract_version(&engine, &instance_pre, limits))
                     && version != WIT_VERSION
                 {
                     bail!(
@@ -337,10 +343,13 @@ impl PolicyRuntime {
                 }
                 bail!("the component does not implement the pod-policy world: {e:#}");
             }
-        };
+        }
+        let exports = ExportIndices::new(&component)
+            .map_err(|e| anyhow!("finding the policy's exports: {e:#}"))?;
         let mut runtime = PolicyRuntime {
             engine,
-            pre,
+            instance_pre,
+            exports: Arc::new(exports),
             limits,
             digest,
             info: PolicyInfo {
@@ -352,6 +361,12 @@ impl PolicyRuntime {
             compiled_from_cache,
             pool_instances,
         };
+        // Once per component: the signatures the calls use, against its exports.
+        let (mut store, instance) = runtime.new_instance()?;
+        runtime
+            .exports
+            .check(&mut store, &instance)
+            .map_err(|e| anyhow!("the policy's exports do not match this host's calls: {e:#}"))?;
         let info = runtime.call(|policy, store| policy.call_policy_info(store))?;
         if info.wit_version != WIT_VERSION {
             bail!(
@@ -421,6 +436,18 @@ fn describe_failure(error: wasmtime::Error, context: &str) -> anyhow::Error {
 /// through its `policy-info` export alone (a record every version shares),
 /// under the same memory cap and deadline as any call; `None` when it has
 /// no such export or the call fails.
+/// The contract version in a component's export names: the `X.Y.Z` of the
+/// first `podpolicy:policy/<interface>@X.Y.Z` it exports.
+fn exported_contract_version(engine: &Engine, component: &Component) -> Option<String> {
+    component
+        .component_type()
+        .exports(engine)
+        .find_map(|(name, _)| {
+            let (_, version) = name.strip_prefix("podpolicy:policy/")?.split_once('@')?;
+            Some(version.to_string())
+        })
+}
+
 fn other_contract_version(
     engine: &Engine,
     instance_pre: &wasmtime::component::InstancePre<CallState>,
@@ -476,6 +503,15 @@ impl PolicyRuntime {
     /// A fresh store with the memory cap, a full fuel budget (when on) and
     /// the epoch deadline, and the policy instantiated in it.
     fn instance(&self) -> Result<(Store<CallState>, PodPolicy)> {
+        let (store, instance) = self.new_instance()?;
+        Ok((
+            store,
+            PodPolicy::from_instance(instance, self.exports.clone()),
+        ))
+    }
+
+    /// [`PolicyRuntime::instance`] before its exports are wrapped.
+    fn new_instance(&self) -> Result<(Store<CallState>, Instance)> {
         let limits = StoreLimitsBuilder::new()
             .memory_size(self.limits.memory_bytes)
             .trap_on_grow_failure(true)
@@ -488,11 +524,11 @@ impl PolicyRuntime {
                 .map_err(|e| anyhow!("setting the fuel budget: {e:#}"))?;
         }
         store.set_epoch_deadline(self.deadline_ticks());
-        let policy = self
-            .pre
-            .instantiate_prechecked(&mut store)
+        let instance = self
+            .instance_pre
+            .instantiate(&mut store)
             .map_err(|e| describe_failure(e, "instantiating the policy"))?;
-        Ok((store, policy))
+        Ok((store, instance))
     }
 
     fn deadline_ticks(&self) -> u64 {

@@ -12,8 +12,10 @@ static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_all
 
 struct PodPolicy;
 
-impl Guest for PodPolicy {
-    fn policy_info() -> PolicyInfo {
+use crate::wit::exports::podpolicy::policy as exported;
+
+impl exported::node::Guest for PodPolicy {
+    fn info() -> PolicyInfo {
         crate::policy_info()
     }
     fn validate_node(node: NodeSettings) -> Vec<FieldError> {
@@ -22,6 +24,9 @@ impl Guest for PodPolicy {
     fn managers_active(node: NodeSettings) -> bool {
         evaluate::managers_active(&node)
     }
+}
+
+impl exported::pod::Guest for PodPolicy {
     fn default_pod(pod: Pod, node: NodeSettings) -> Result<DefaultedPod, Vec<FieldError>> {
         evaluate::default_pod(&pod, &node)
     }
@@ -31,16 +36,19 @@ impl Guest for PodPolicy {
     fn pod_warnings(pod: Pod) -> Vec<PodWarning> {
         evaluate::pod_warnings(&pod)
     }
-    fn effective_resources(
+    fn pod_resources(
         pod: Pod,
         options: PodResourcesOptions,
         node: NodeSettings,
     ) -> Result<EffectiveResources, Vec<FieldError>> {
         evaluate::effective_resources(&pod, &options, &node)
     }
-    fn qos_class(pod: Pod, node: NodeSettings) -> Result<QosClass, Vec<FieldError>> {
+    fn pod_qos(pod: Pod, node: NodeSettings) -> Result<QosClass, Vec<FieldError>> {
         evaluate::qos_class(&pod, &node)
     }
+}
+
+impl exported::evaluate::Guest for PodPolicy {
     fn pod_resource_config(
         pod: Pod,
         node: NodeSettings,
@@ -61,16 +69,11 @@ impl Guest for PodPolicy {
     ) -> Result<Option<u64>, Vec<FieldError>> {
         evaluate::container_memory_high(request_bytes, limit_bytes, qos, &node)
     }
-    fn node_cgroups(pods: Vec<Pod>, node: NodeSettings) -> Result<NodeCgroups, Vec<FieldError>> {
-        evaluate::node_cgroups(&pods, &node)
-    }
-    fn resize_plan(
-        current: Pod,
-        desired: Pod,
-        others: Vec<ResourceQuantity>,
+    fn node_level_cgroups(
+        pods: Vec<Pod>,
         node: NodeSettings,
-    ) -> Result<ResizePlan, Vec<FieldError>> {
-        evaluate::resize_plan(&current, &desired, &others, &node)
+    ) -> Result<NodeCgroups, Vec<FieldError>> {
+        evaluate::node_cgroups(&pods, &node)
     }
     fn evaluate(pod: Pod, node: NodeSettings) -> Result<PodEvaluation, Vec<FieldError>> {
         evaluate::evaluate(&pod, &node)
@@ -78,6 +81,20 @@ impl Guest for PodPolicy {
     fn explain_values(pod: Pod, node: NodeSettings) -> Result<Vec<ValueReason>, Vec<FieldError>> {
         crate::why::explain_values(&pod, &node)
     }
+}
+
+impl exported::resize::Guest for PodPolicy {
+    fn plan(
+        current: Pod,
+        desired: Pod,
+        others: Vec<ResourceQuantity>,
+        node: NodeSettings,
+    ) -> Result<ResizePlan, Vec<FieldError>> {
+        evaluate::resize_plan(&current, &desired, &others, &node)
+    }
+}
+
+impl exported::managers::Guest for PodPolicy {
     fn admit(
         pod: Pod,
         topology: NodeTopology,
@@ -95,6 +112,9 @@ impl Guest for PodPolicy {
     ) -> Result<ManagerState, Vec<FieldError>> {
         evaluate::release(&pod_uid, &container, &topology, &state, &node)
     }
+}
+
+impl exported::testing::Guest for PodPolicy {
     fn manager_operation(
         request: ManagerRequest,
         topology: NodeTopology,

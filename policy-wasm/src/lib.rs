@@ -32,13 +32,47 @@
 #![warn(missing_docs)]
 
 pub mod wit {
-    //! Types and the `Guest` trait generated from `wit/policy.wit`.
+    //! Types and `Guest` traits generated from `wit/policy.wit` (world
+    //! `pod-policy-conformance`: the product interfaces plus `testing`).
+    //! Every type is re-exported here under its own name, so the policy
+    //! reads `wit::Pod` whichever interface defines it.
     #![allow(unsafe_code, missing_docs, clippy::all)]
     wit_bindgen::generate!({
         path: "../wit",
-        world: "pod-policy",
+        world: "pod-policy-conformance",
         additional_derives: [PartialEq],
     });
+    pub use self::exports::podpolicy::policy::common::*;
+    pub use self::exports::podpolicy::policy::evaluate::{
+        ContainerEvaluation, ContainerKind, HugepageLimit, NodeCgroup, NodeCgroupValues,
+        NodeCgroups, PendingResize, PodEvaluation, ResourceConfig, ResourcesChange, ValueReason,
+    };
+    pub use self::exports::podpolicy::policy::managers::{
+        Admission, ContainerAssignment, ContainerCpuset, ContainerFiles, ContainerMemory,
+        CpuIsolation, CpuManagerState, Cpuset, HugepagePool, ManagerError, ManagerErrorKind,
+        ManagerState, MemoryBlock, MemoryManagerState, MemoryTable, NodeTopology, NumaMemoryState,
+        NumaNodeInfo, PlacementFiles, PodAssignment, PodCpuEntries, PodCpuset, PodMemory,
+        PodMemoryEntries, ProviderAnswer, ProviderHints, ResourceHints, ResourceManager,
+        SmtAlignmentError, TopologyCpu, TopologyDecision, TopologyHint,
+    };
+    pub use self::exports::podpolicy::policy::node::{
+        CgroupDriver, CgroupVersion, CpuManagerPolicy, CpuWeightCurve, FeatureGate,
+        MemoryManagerPolicy, MemoryReservationPolicy, NodeSettings, NumaReservedMemory, PolicyInfo,
+        PolicyOption, TopologyManagerPolicy, TopologyManagerScope,
+    };
+    pub use self::exports::podpolicy::policy::pod::{
+        ClaimOverhead, Container, ContainerResizePolicy, ContainerStatus, DefaultedPod,
+        EffectiveResources, NodeAllocatableClaimStatus, PatchOp, PatchOperation, PatchValue, Pod,
+        PodCondition, PodResourcesOptions, PodSpec, PodStatus, PodWarning,
+    };
+    pub use self::exports::podpolicy::policy::resize::{
+        ResizeDecision, ResizeDirection, ResizePlan, ResizeResource, ResizeStep, ResizeStepKind,
+    };
+    pub use self::exports::podpolicy::policy::testing::{
+        AllocateCpusRequest, Allocation, ContainerRequest, CpuSortingStrategy, CpusAllocation,
+        HintsRequest, ManagerRequest, ManagerResponse, MergedHint, PodRequest, PodRequestedRequest,
+        RemoveRequest, RequestedResource, TakeAlgorithm, TakeCpusRequest,
+    };
 }
 
 pub mod cgroup;

@@ -84,20 +84,34 @@ fn body(hostility: Hostility, results: &[WasmType]) -> String {
 }
 
 /// The repository's WIT and its pod-policy world.
-fn pod_policy_world() -> (Resolve, wit_parser::WorldId) {
+/// The world the host binds (`pod-policy-conformance`) from `wit_text`.
+fn pod_policy_world_of(wit_text: &str) -> (Resolve, wit_parser::WorldId) {
     let mut resolve = Resolve::default();
-    let (package, _) = resolve
-        .push_dir(workspace().join("wit"))
-        .expect("wit/ parses");
+    let package = resolve
+        .push_str("policy.wit", wit_text)
+        .expect("the WIT parses");
     let world = resolve
-        .select_world(&[package], Some("pod-policy"))
-        .expect("the pod-policy world");
+        .select_world(&[package], Some("pod-policy-conformance"))
+        .expect("the pod-policy-conformance world");
     (resolve, world)
+}
+
+fn wit_text() -> String {
+    std::fs::read_to_string(workspace().join("wit/policy.wit")).expect("reading wit/policy.wit")
+}
+
+fn pod_policy_world() -> (Resolve, wit_parser::WorldId) {
+    pod_policy_world_of(&wit_text())
 }
 
 /// The WAT of the core module.
 pub fn core_wat(hostility: Hostility) -> String {
     let (resolve, world) = pod_policy_world();
+    core_wat_of(&resolve, world, hostility)
+}
+
+/// [`core_wat`] for the world `world` of `resolve`.
+fn core_wat_of(resolve: &Resolve, world: wit_parser::WorldId, hostility: Hostility) -> String {
     let wit_version = match hostility {
         Hostility::WrongWitVersion => "9.9.9",
         _ => podpolicy::runtime::WIT_VERSION,
@@ -121,26 +135,32 @@ pub fn core_wat(hostility: Hostility) -> String {
     .unwrap();
 
     let mut funcs = String::new();
-    for item in resolve.worlds[world].exports.values() {
-        let WorldItem::Function(func) = item else {
+    // Every function of every exported interface, under the core export
+    // name wit-component expects (`podpolicy:policy/node@X.Y.Z#info`).
+    for (key, item) in &resolve.worlds[world].exports {
+        let WorldItem::Interface { id, .. } = item else {
             continue;
         };
-        let sig = resolve.wasm_signature(AbiVariant::GuestExport, func);
-        let params: Vec<&str> = sig.params.iter().map(core_type).collect();
-        let results: Vec<&str> = sig.results.iter().map(core_type).collect();
-        let code = if func.name == "policy-info" {
-            format!("(i32.const {INFO_AT})")
-        } else {
-            body(hostility, &sig.results)
-        };
-        writeln!(
-            funcs,
-            "(func (export \"{}\") (param {}) (result {}) {code})",
-            func.name,
-            params.join(" "),
-            results.join(" ")
-        )
-        .unwrap();
+        let interface = resolve.name_world_key(key);
+        for func in resolve.interfaces[*id].functions.values() {
+            let sig = resolve.wasm_signature(AbiVariant::GuestExport, func);
+            let params: Vec<&str> = sig.params.iter().map(core_type).collect();
+            let results: Vec<&str> = sig.results.iter().map(core_type).collect();
+            let is_info = interface.starts_with("podpolicy:policy/node@") && func.name == "info";
+            let code = if is_info {
+                format!("(i32.const {INFO_AT})")
+            } else {
+                body(hostility, &sig.results)
+            };
+            writeln!(
+                funcs,
+                "(func (export \"{interface}#{}\") (param {}) (result {}) {code})",
+                func.name,
+                params.join(" "),
+                results.join(" ")
+            )
+            .unwrap();
+        }
     }
     if hostility == Hostility::SlowCompile {
         // Every local feeds the next and all stay live to the end, so no
@@ -254,6 +274,26 @@ world pod-policy {{
   (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32) (i32.const {HEAP_AT}))
   {data}
   (func (export "policy-info") (result i32) (i32.const {INFO_AT})))"#
+    );
+    encode(&wat, &resolve, world)
+}
+
+/// A component of a later contract in today's layout: today's WIT with the
+/// package version replaced by `version`, so every export name carries
+/// `@{version}` (and its `info` answers `version` too). The host must
+/// refuse it from the export names, naming both versions.
+pub fn later_contract_component(version: &str) -> Vec<u8> {
+    let text = wit_text();
+    let today = format!(
+        "package podpolicy:policy@{};",
+        podpolicy::runtime::WIT_VERSION
+    );
+    assert!(text.contains(&today), "wit/policy.wit declares {today}");
+    let (resolve, world) =
+        pod_policy_world_of(&text.replace(&today, &format!("package podpolicy:policy@{version};")));
+    let wat = core_wat_of(&resolve, world, Hostility::Zeros).replace(
+        &format!("\"{}\"", podpolicy::runtime::WIT_VERSION),
+        &format!("\"{version}\""),
     );
     encode(&wat, &resolve, world)
 }

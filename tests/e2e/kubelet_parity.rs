@@ -848,12 +848,12 @@ fn validate_node_checks_the_manager_settings() {
 
 /// Components built for earlier contracts (0.5.0; 0.6.0, the one before
 /// `explain-values` and the admission rules; 0.7.0, the one with string
-/// policy names and data-less manager errors) are refused at load, naming
-/// both versions.
+/// policy names and data-less manager errors; 0.8.0, the last flat world
+/// without versioned interfaces) are refused at load, naming both versions.
 #[test]
 fn an_old_contract_component_is_refused_naming_both_versions() {
     use podpolicy::runtime::{Cache, Limits, PolicyRuntime};
-    for old in ["0.5.0", "0.6.0", "0.7.0"] {
+    for old in ["0.5.0", "0.6.0", "0.7.0", "0.8.0"] {
         let error = PolicyRuntime::from_bytes(
             &crate::hostile_policy::old_contract_component(old),
             &Cache::Off,
@@ -867,5 +867,47 @@ fn an_old_contract_component_is_refused_naming_both_versions() {
                 && text.contains(&format!("@{}", podpolicy::runtime::WIT_VERSION)),
             "{text}"
         );
+    }
+}
+
+/// A component of a later contract in today's interface layout is refused
+/// from its export names alone (`podpolicy:policy/node@1.0.0`, ...), naming
+/// both versions; and today's component imports nothing although its types
+/// live in interfaces.
+#[test]
+fn a_later_contract_component_is_refused_from_its_export_names() {
+    use podpolicy::runtime::{Cache, Limits, PolicyRuntime};
+    let error = PolicyRuntime::from_bytes(
+        &crate::hostile_policy::later_contract_component("1.0.0"),
+        &Cache::Off,
+        Limits::default(),
+    )
+    .err()
+    .expect("refused");
+    let text = format!("{error:#}");
+    assert!(
+        text.contains("podpolicy:policy@1.0.0")
+            && text.contains(&format!("@{}", podpolicy::runtime::WIT_VERSION)),
+        "{text}"
+    );
+
+    let engine = wasmtime::Engine::default();
+    let component =
+        wasmtime::component::Component::new(&engine, podpolicy::runtime::EMBEDDED_POLICY)
+            .expect("the embedded policy compiles");
+    let ty = component.component_type();
+    assert_eq!(ty.imports(&engine).count(), 0, "the policy imports nothing");
+    let exports: Vec<String> = ty
+        .exports(&engine)
+        .map(|(name, _)| name.to_string())
+        .collect();
+    for interface in [
+        "common", "node", "pod", "evaluate", "resize", "managers", "testing",
+    ] {
+        let name = format!(
+            "podpolicy:policy/{interface}@{}",
+            podpolicy::runtime::WIT_VERSION
+        );
+        assert!(exports.contains(&name), "no export {name}: {exports:?}");
     }
 }
