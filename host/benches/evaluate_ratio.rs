@@ -57,19 +57,40 @@ fn main() {
         .expect("the policy loads");
     let node = node();
     let native_node = to_native(&node);
+    let policy = std::sync::Arc::new(policy);
     let mut warm = policy.warm().expect("a warm instance");
+    let native_prepared = policy_wasm::prepared::PreparedNode::prepare(&native_node, None)
+        .unwrap_or_else(|e| panic!("the node prepares natively: {e:?}"));
+    let mut prepared = podpolicy::runtime::PreparedPolicy::new(policy.clone(), node.clone(), None)
+        .expect("call")
+        .expect("the node prepares");
 
     println!("evaluate, cases interleaved in blocks of {BLOCK} calls, medians of {rounds} rounds");
     println!(
-        "{:<14} {:>10} {:>10} {:>10} {:>12} {:>12}",
-        "pod", "native", "warm", "fresh", "warm/native", "fresh/native"
+        "{:<14} {:>10} {:>10} {:>10} {:>12} {:>12} {:>12} {:>12} {:>14}",
+        "pod",
+        "native",
+        "warm",
+        "fresh",
+        "warm/native",
+        "fresh/native",
+        "native prep",
+        "warm prep",
+        "prep/nat prep"
     );
     for count in [3, 20] {
         // Both sides agree before they are timed.
         let (pod, native_pod) = agreed_pod(&policy, &node, count);
 
         let (mut native, mut warm_times, mut fresh) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut native_prep, mut warm_prep) = (Vec::new(), Vec::new());
         for _ in 0..rounds {
+            native_prep.push(block(|| {
+                black_box(native_prepared.evaluate(black_box(&native_pod))).expect("evaluates");
+            }));
+            warm_prep.push(block(|| {
+                black_box(prepared.evaluate(black_box(&pod)).expect("call")).expect("evaluates");
+            }));
             native.push(block(|| {
                 black_box(policy_wasm::evaluate::evaluate(
                     black_box(&native_pod),
@@ -90,21 +111,28 @@ fn main() {
             }));
         }
         let (native, warm_time, fresh) = (median(native), median(warm_times), median(fresh));
+        let (native_prep, warm_prep) = (median(native_prep), median(warm_prep));
         let ratio = |d: Duration| d.as_secs_f64() / native.as_secs_f64();
+        let prepared_ratio = warm_prep.as_secs_f64() / native_prep.as_secs_f64();
         println!(
-            "{:<14} {:>8.1}us {:>8.1}us {:>8.1}us {:>11.2}x {:>11.2}x",
+            "{:<14} {:>8.1}us {:>8.1}us {:>8.1}us {:>11.2}x {:>11.2}x {:>10.1}us {:>10.1}us {:>13.2}x",
             format!("{count} containers"),
             micros(native),
             micros(warm_time),
             micros(fresh),
             ratio(warm_time),
-            ratio(fresh)
+            ratio(fresh),
+            micros(native_prep),
+            micros(warm_prep),
+            prepared_ratio,
         );
+        // The warm targets are for the long-lived hosts' path: a prepared
+        // node in a warm instance, against the same work natively.
         if count == 3 {
-            targets::ratio_at_most("warm-evaluate-3", ratio(warm_time), targets::WARM_3_RATIO);
+            targets::ratio_at_most("warm-evaluate-3", prepared_ratio, targets::WARM_3_RATIO);
             targets::time_at_most("fresh-evaluate-3", fresh, targets::FRESH_EVALUATION);
         } else {
-            targets::ratio_at_most("warm-evaluate-20", ratio(warm_time), targets::WARM_20_RATIO);
+            targets::ratio_at_most("warm-evaluate-20", prepared_ratio, targets::WARM_20_RATIO);
         }
     }
 }

@@ -218,6 +218,19 @@ pub mod bindings {
             pod_uid: &str, container: &str, topology: &NodeTopology, state: &ManagerState,
             node: &NodeSettings
         ) -> Result<ManagerState, Errors>;
+        call_prepare => "prepared"."[static]prepared-node.prepare"(
+            node: &NodeSettings, topology: Option<&NodeTopology>
+        ) -> Result<wasmtime::component::ResourceAny, Errors>;
+        call_prepared_evaluate => "prepared"."[method]prepared-node.evaluate"(
+            prepared: wasmtime::component::ResourceAny, pod: &Pod
+        ) -> Result<PodEvaluation, Errors>;
+        call_prepared_admit => "prepared"."[method]prepared-node.admit"(
+            prepared: wasmtime::component::ResourceAny, pod: &Pod, state: &ManagerState
+        ) -> Result<Admission, Errors>;
+        call_prepared_release => "prepared"."[method]prepared-node.release"(
+            prepared: wasmtime::component::ResourceAny, pod_uid: &str, container: &str,
+            state: &ManagerState
+        ) -> Result<ManagerState, Errors>;
         call_manager_operation => "testing"."manager-operation"(
             request: &ManagerRequest, topology: &NodeTopology, node: &NodeSettings
         ) -> Result<Result<ManagerResponse, ManagerError>, Errors>;

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use sha2::{Digest, Sha256};
-use wasmtime::component::{Component, Instance, InstancePre, Linker};
+use wasmtime::component::{Component, Instance, InstancePre, Linker, ResourceAny};
 use wasmtime::{
     Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store,
     StoreLimits, StoreLimitsBuilder, Trap,
@@ -533,6 +533,151 @@ impl PolicyRuntime {
 
     fn deadline_ticks(&self) -> u64 {
         (self.limits.deadline.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
+    }
+}
+
+/// A prepared node (the contract's `prepared-node`) in a warm instance, for
+/// long-lived hosts that evaluate and admit many pods on one node: the
+/// node's settings are decoded and its managers built once, and each call
+/// sends only the pod (and the managers' state).
+///
+/// Isolation: the instance carries nothing from one call to the next but
+/// the prepared node, which no call changes (the guest holds it
+/// immutably). A call that fails in the sandbox (trap, deadline, memory
+/// cap) drops the instance; the next call prepares the node again in a
+/// fresh one. An error answer (a bad pod) keeps the instance: it is a
+/// normal answer. Each call gets a fresh epoch deadline and, when on, a
+/// full fuel budget.
+pub struct PreparedPolicy {
+    runtime: Arc<PolicyRuntime>,
+    node: crate::bindings::NodeSettings,
+    topology: Option<crate::bindings::NodeTopology>,
+    warm: Option<PreparedInstance>,
+    prepared_count: u64,
+}
+
+struct PreparedInstance {
+    store: Store<CallState>,
+    policy: PodPolicy,
+    node: ResourceAny,
+}
+
+impl PreparedPolicy {
+    /// Prepare `node` (with `topology` for admissions) on `runtime`. The
+    /// inner `Err` is the node's field errors, as `evaluate` or `admit`
+    /// would report them.
+    pub fn new(
+        runtime: Arc<PolicyRuntime>,
+        node: crate::bindings::NodeSettings,
+        topology: Option<crate::bindings::NodeTopology>,
+    ) -> Result<crate::PolicyResult<PreparedPolicy>> {
+        let mut prepared = PreparedPolicy {
+            runtime,
+            node,
+            topology,
+            warm: None,
+            prepared_count: 0,
+        };
+        Ok(prepared.prepare()?.map(|()| prepared))
+    }
+
+    /// The runtime this node is prepared on.
+    pub fn runtime(&self) -> &Arc<PolicyRuntime> {
+        &self.runtime
+    }
+
+    /// Whether this is the prepared form of `node` and `topology` on `runtime`.
+    pub fn is_for(
+        &self,
+        runtime: &Arc<PolicyRuntime>,
+        node: &crate::bindings::NodeSettings,
+        topology: Option<&crate::bindings::NodeTopology>,
+    ) -> bool {
+        Arc::ptr_eq(&self.runtime, runtime)
+            && &self.node == node
+            && self.topology.as_ref() == topology
+    }
+
+    /// How many times the node was prepared (1 unless a call failed in the
+    /// sandbox and the instance was replaced).
+    pub fn prepared_count(&self) -> u64 {
+        self.prepared_count
+    }
+
+    /// `evaluate` of `pod` on the prepared node.
+    pub fn evaluate(
+        &mut self,
+        pod: &crate::bindings::Pod,
+    ) -> Result<crate::PolicyResult<crate::bindings::PodEvaluation>> {
+        self.call(|p, s, node| p.call_prepared_evaluate(s, node, pod))
+    }
+
+    /// `admit` of `pod` with `state` on the prepared node (prepared with a topology).
+    pub fn admit(
+        &mut self,
+        pod: &crate::bindings::Pod,
+        state: &crate::bindings::ManagerState,
+    ) -> Result<crate::PolicyResult<crate::bindings::Admission>> {
+        self.call(|p, s, node| p.call_prepared_admit(s, node, pod, state))
+    }
+
+    /// `release` of one container with `state` on the prepared node.
+    pub fn release(
+        &mut self,
+        pod_uid: &str,
+        container: &str,
+        state: &crate::bindings::ManagerState,
+    ) -> Result<crate::PolicyResult<crate::bindings::ManagerState>> {
+        self.call(|p, s, node| p.call_prepared_release(s, node, pod_uid, container, state))
+    }
+
+    /// A fresh instance with the node prepared in it.
+    fn prepare(&mut self) -> Result<crate::PolicyResult<()>> {
+        let (mut store, policy) = self.runtime.instance()?;
+        let prepared = policy
+            .call_prepare(&mut store, &self.node, self.topology.as_ref())
+            .map_err(|e| describe_failure(e, "preparing the node"))?;
+        self.prepared_count += 1;
+        Ok(prepared.map(|node| {
+            self.warm = Some(PreparedInstance {
+                store,
+                policy,
+                node,
+            });
+        }))
+    }
+
+    fn call<T>(
+        &mut self,
+        f: impl FnOnce(&PodPolicy, &mut Store<CallState>, ResourceAny) -> wasmtime::Result<T>,
+    ) -> Result<T> {
+        if self.warm.is_none() {
+            // Preparing succeeded before on these inputs and is pure, so an
+            // error now can only be the sandbox's.
+            if let Err(errors) = self.prepare()? {
+                bail!(
+                    "preparing the node again failed: {}",
+                    crate::format_field_errors(&errors)
+                );
+            }
+        }
+        let limits = self.runtime.limits;
+        let ticks = self.runtime.deadline_ticks();
+        let warm = self.warm.as_mut().expect("prepared above");
+        if let Some(fuel) = limits.fuel {
+            warm.store
+                .set_fuel(fuel)
+                .map_err(|e| anyhow!("setting the fuel budget: {e:#}"))?;
+        }
+        warm.store.set_epoch_deadline(ticks);
+        match f(&warm.policy, &mut warm.store, warm.node) {
+            Ok(answer) => Ok(answer),
+            Err(e) => {
+                // A trap or a limit: the instance may be in any state.
+                self.warm = None;
+                Err(describe_failure(e, "the policy call failed"))
+            }
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use crate::qos;
 use crate::resources::{self, Options};
 use crate::wit::{self, ErrorReason, FieldError};
 
-type Result<T> = std::result::Result<T, Vec<FieldError>>;
+pub(crate) type Result<T> = std::result::Result<T, Vec<FieldError>>;
 
 /// Decode the pod and the node together so that both report their errors.
 pub(crate) fn decode(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<(Pod, NodeConfig)> {
@@ -182,20 +182,26 @@ pub fn oom_score_adjust(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<Vec<
 /// Export `evaluate`.
 pub fn evaluate(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<wit::PodEvaluation> {
     let (pod, node) = decode(pod, node)?;
+    evaluate_decoded(pod, &node)
+}
+
+/// [`evaluate`] of a decoded pod on a decoded node (a prepared node's
+/// `evaluate` decodes only the pod).
+pub(crate) fn evaluate_decoded(pod: Pod, node: &NodeConfig) -> Result<wit::PodEvaluation> {
     // While a resize is pending the kubelet applies the allocated resources
     // (`UpdatePodFromAllocation`), not the spec's.
     let (pod, pending_resize) = match crate::resize::allocated(&pod) {
         Some((allocated, pending)) => (allocated, Some(pending)),
         None => (pod, None),
     };
-    let capacity = memory_capacity(&node)?;
+    let capacity = memory_capacity(node)?;
     let gates = &node.gates;
     let class = qos::pod_qos(&pod, gates);
     // The cgroup values use the same kubelet options as `effective`.
-    let totals = Totals::new(&pod, &resources::kubelet_options(gates), &node);
+    let totals = Totals::new(&pod, &resources::kubelet_options(gates), node);
     let pod_resources =
-        cgroup::pod_resource_config_from(&pod, &node, class, &totals.requests, &totals.limits);
-    let pod_cgroup_files = cgroup::pod_cgroup_files(&pod_resources, &node);
+        cgroup::pod_resource_config_from(&pod, node, class, &totals.requests, &totals.limits);
+    let pod_cgroup_files = cgroup::pod_cgroup_files(&pod_resources, node);
     let oom = oom::PodOomFacts::new(&pod, class, capacity, gates);
     // Ephemeral containers run like any other (no resources of their own,
     // so capped by pod-level limits, KEP-2837 "Ephemeral Containers").
@@ -203,12 +209,12 @@ pub fn evaluate(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<wit::PodEval
         .init_and_regular()
         .chain(&pod.ephemeral_containers)
         .map(|c| {
-            let resources = cgroup::container_resource_config(&pod, c, &node, class);
+            let resources = cgroup::container_resource_config(&pod, c, node, class);
             wit::ContainerEvaluation {
                 name: c.name.clone(),
                 kind: c.kind.to_wit(),
                 oom_score_adj: oom.score(&pod, c, gates),
-                cgroup_files: cgroup::container_cgroup_files(&resources, &node),
+                cgroup_files: cgroup::container_cgroup_files(&resources, node),
                 resources,
             }
         })
@@ -219,7 +225,7 @@ pub fn evaluate(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<wit::PodEval
         pod_resources,
         pod_cgroup_files,
         containers,
-        warnings: crate::memory_qos::kernel_warnings(&node),
+        warnings: crate::memory_qos::kernel_warnings(node),
         pending_resize,
     })
 }

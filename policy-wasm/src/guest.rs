@@ -114,6 +114,37 @@ impl exported::managers::Guest for PodPolicy {
     }
 }
 
+/// The guest side of the `prepared-node` resource: a [`crate::prepared::PreparedNode`].
+struct PreparedNodeResource(crate::prepared::PreparedNode);
+
+impl exported::prepared::Guest for PodPolicy {
+    type PreparedNode = PreparedNodeResource;
+}
+
+impl exported::prepared::GuestPreparedNode for PreparedNodeResource {
+    fn prepare(
+        node: NodeSettings,
+        topology: Option<NodeTopology>,
+    ) -> Result<exported::prepared::PreparedNode, Vec<FieldError>> {
+        crate::prepared::PreparedNode::prepare(&node, topology.as_ref())
+            .map(|prepared| exported::prepared::PreparedNode::new(PreparedNodeResource(prepared)))
+    }
+    fn evaluate(&self, pod: Pod) -> Result<PodEvaluation, Vec<FieldError>> {
+        self.0.evaluate(&pod)
+    }
+    fn admit(&self, pod: Pod, state: ManagerState) -> Result<Admission, Vec<FieldError>> {
+        self.0.admit(&pod, &state)
+    }
+    fn release(
+        &self,
+        pod_uid: String,
+        container: String,
+        state: ManagerState,
+    ) -> Result<ManagerState, Vec<FieldError>> {
+        self.0.release(&pod_uid, &container, &state)
+    }
+}
+
 impl exported::testing::Guest for PodPolicy {
     fn manager_operation(
         request: ManagerRequest,

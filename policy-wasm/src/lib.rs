@@ -26,6 +26,7 @@
 //! - [`managers`]: the KEP-5526 resource managers through the WIT: topology,
 //!   state and configuration decoding, `admit` / `release`, manager operations.
 //! - [`evaluate`]: the whole node-side evaluation of one pod.
+//! - [`prepared`]: a node decoded once (and its managers built) for many pods.
 //!
 //! Nothing here does I/O, reads a clock or draws random numbers.
 #![deny(unsafe_code)]
@@ -91,6 +92,7 @@ pub mod node_cgroups;
 pub mod object_meta;
 pub mod oom;
 pub mod placement;
+pub mod prepared;
 pub mod qos;
 pub mod quantity;
 pub mod resize;

@@ -69,7 +69,7 @@ mod state;
 #[cfg(test)]
 mod test_support;
 
-pub use self::admission::{admit, release};
+pub use self::admission::{PreparedManagers, admit, release};
 pub use self::config::{places_pods, validate_config};
 pub use self::hints::encode_hint;
 pub use self::machine::{MAX_NUMA_NODES, Machine};

@@ -61,6 +61,7 @@ mod outputs;
 mod pod_inputs;
 mod policy_diff;
 mod policy_dir;
+mod prepared;
 mod properties;
 mod resize;
 mod review;

@@ -24,7 +24,7 @@ use crate::bindings::{
     QosClass, ResourceConfig,
 };
 use crate::cgroupfs::{self, CgroupRoot, CgroupValues, FileValue};
-use crate::runtime::PolicyRuntime;
+use crate::runtime::{PolicyRuntime, PreparedPolicy};
 use crate::state_dir::{StateDir, crash_point};
 use crate::swap::PolicySlot;
 use crate::{checkpoint, format_field_errors};
@@ -85,6 +85,34 @@ pub struct EngineOptions {
 struct Managers {
     topology: NodeTopology,
     state: ManagerState,
+    /// The node prepared with its topology in a warm instance, so an
+    /// admission or a release sends only the pod and the state; made again
+    /// after a policy swap (or a sandbox failure, inside `PreparedPolicy`).
+    prepared: Option<PreparedPolicy>,
+}
+
+/// The node prepared on `policy`: the one in `slot` if it is for this
+/// policy, node and topology, else a new one.
+fn prepared_node<'a>(
+    slot: &'a mut Option<PreparedPolicy>,
+    policy: &Arc<PolicyRuntime>,
+    node: &NodeSettings,
+    topology: &NodeTopology,
+) -> Result<&'a mut PreparedPolicy> {
+    if !slot
+        .as_ref()
+        .is_some_and(|p| p.is_for(policy, node, Some(topology)))
+    {
+        let prepared = PreparedPolicy::new(policy.clone(), node.clone(), Some(topology.clone()))?
+            .map_err(|e| {
+            anyhow!(
+                "the managers cannot run with this node: {}",
+                format_field_errors(&e)
+            )
+        })?;
+        *slot = Some(prepared);
+    }
+    Ok(slot.as_mut().expect("set above"))
 }
 
 /// What one answer did, for the log line and the metric.
@@ -262,7 +290,11 @@ impl Engine {
                 &options.node,
                 Some(&options.state_dir),
             )?;
-            Some(Managers { topology, state })
+            Some(Managers {
+                topology,
+                state,
+                prepared: None,
+            })
         } else {
             None
         };
@@ -354,7 +386,7 @@ impl Engine {
     /// `container`'s placement (`cpuset.cpus`, `cpuset.mems`, `cpu.max`).
     fn place(
         &mut self,
-        policy: &PolicyRuntime,
+        policy: &Arc<PolicyRuntime>,
         pod: &Pod,
         qos: QosClass,
         container: &str,
@@ -363,14 +395,13 @@ impl Engine {
         let Some(managers) = self.managers.as_mut() else {
             return Ok(None);
         };
-        let admission = policy
-            .admit(pod, &managers.topology, &managers.state, &node)?
-            .map_err(|e| {
-                anyhow!(
-                    "the managers could not evaluate the pod: {}",
-                    format_field_errors(&e)
-                )
-            })?;
+        let prepared = prepared_node(&mut managers.prepared, policy, &node, &managers.topology)?;
+        let admission = prepared.admit(pod, &managers.state)?.map_err(|e| {
+            anyhow!(
+                "the managers could not evaluate the pod: {}",
+                format_field_errors(&e)
+            )
+        })?;
         if let Some(r) = &admission.rejection {
             bail!(
                 "the resource managers reject the pod: {}: {} (the runtime's values stand)",
@@ -701,9 +732,10 @@ impl Engine {
             return Ok(false);
         };
         let before = managers.state.clone();
+        let prepared = prepared_node(&mut managers.prepared, &policy, &node, &managers.topology)?;
         for name in names {
-            managers.state = policy
-                .release(uid, &name, &managers.topology, &managers.state, &node)?
+            managers.state = prepared
+                .release(uid, &name, &managers.state)?
                 .map_err(|e| anyhow!("releasing {uid}/{name}: {}", format_field_errors(&e)))?;
         }
         Ok(managers.state != before)

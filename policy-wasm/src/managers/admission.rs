@@ -322,10 +322,27 @@ pub fn admit(
         return Err(errors);
     };
     let managers = node_managers(&inputs.cfg, &inputs.machine)?;
-    let started = start(&managers, &inputs.states).map_err(|e| vec![e.field_error()])?;
+    admit_managed(
+        &inputs.cfg,
+        &inputs.machine,
+        &managers,
+        &managed,
+        &inputs.states,
+    )
+}
+
+/// `admit` once everything is decoded: `Start` on `states`, then the scope.
+fn admit_managed(
+    cfg: &Config,
+    machine: &Machine,
+    managers: &Managers,
+    managed: &ManagedPod,
+    states: &States,
+) -> Result<wit::Admission> {
+    let started = start(managers, states).map_err(|e| vec![e.field_error()])?;
     let mut admitting = Admitting {
-        managers: &managers,
-        pod: &managed,
+        managers,
+        pod: managed,
         states: started.clone(),
         decisions: Vec::new(),
         affinities: BTreeMap::new(),
@@ -339,16 +356,16 @@ pub fn admit(
         // readable instead of empty.
         (Err(err), None) => format!("{}: {}", err.function, err.message),
     };
-    let all_cpus = inputs.machine.all_cpus();
+    let all_cpus = machine.all_cpus();
     let (rejection, states, pod_for_assignment) = match outcome {
-        Ok(()) => (None, admitting.states, Some(&managed)),
+        Ok(()) => (None, admitting.states, Some(managed)),
         Err(err) => (Some(err), started, None),
     };
     let mut assignment = pod_assignment(
         managers.cpu.as_ref(),
         &managers.gates,
         &states,
-        &managed,
+        managed,
         &admitting.affinities,
         &all_cpus,
     );
@@ -360,8 +377,8 @@ pub fn admit(
         assignment.pod_cfs_quota_disabled = false;
     }
     let files = if rejection.is_none() {
-        let numa_nodes = inputs.machine.numa.keys().map(|id| *id as u32).collect();
-        crate::placement::placement_files(&assignment, &numa_nodes, inputs.cfg.cfs_period_us)
+        let numa_nodes = machine.numa.keys().map(|id| *id as u32).collect();
+        crate::placement::placement_files(&assignment, &numa_nodes, cfg.cfs_period_us)
     } else {
         wit::PlacementFiles {
             pod: Vec::new(),
@@ -392,7 +409,21 @@ pub fn release(
         return Err(errors);
     };
     let managers = node_managers(&inputs.cfg, &inputs.machine)?;
-    let mut states = inputs.states;
+    Ok(release_container(
+        &managers,
+        inputs.states,
+        pod_uid,
+        container,
+    ))
+}
+
+/// `RemoveContainer` of one container on every configured manager.
+fn release_container(
+    managers: &Managers,
+    mut states: States,
+    pod_uid: &str,
+    container: &str,
+) -> wit::ManagerState {
     if let Some(policy) = &managers.cpu {
         states.cpu = policy.remove_container(&states.cpu, pod_uid, container, &managers.gates);
     }
@@ -404,7 +435,75 @@ pub fn release(
             container,
         );
     }
-    Ok(encode_state(&states))
+    encode_state(&states)
+}
+
+/// A node's resource managers built once from its settings and topology
+/// (the managers part of a prepared node): `admit` and `release` on it
+/// decode only the pod and the state.
+pub struct PreparedManagers {
+    cfg: Config,
+    machine: Machine,
+    managers: Managers,
+}
+
+impl PreparedManagers {
+    /// Decode the manager configuration and the topology and build the
+    /// managers, with the errors `admit` reports for them.
+    pub fn prepare(topology: &wit::NodeTopology, node: &wit::NodeSettings) -> Result<Self> {
+        let mut errors = Vec::new();
+        let cfg = decode_config(node).map_err(|e| errors.extend(e)).ok();
+        let machine = Machine::decode(topology, &mut errors);
+        let (Some(cfg), true) = (cfg, errors.is_empty()) else {
+            return Err(errors);
+        };
+        let managers = node_managers(&cfg, &machine)?;
+        Ok(PreparedManagers {
+            cfg,
+            machine,
+            managers,
+        })
+    }
+
+    /// [`admit`] of `pod` with `state` on this node.
+    pub fn admit(&self, pod: &wit::Pod, state: &wit::ManagerState) -> Result<wit::Admission> {
+        let mut errors = Vec::new();
+        let states = decode_state(state, "state", &mut errors);
+        let gates = self.cfg.gates;
+        let managed = match crate::defaults::default_pod(pod, &gates) {
+            Ok(defaulted) => managed_pod(&defaulted.pod, &gates)
+                .map_err(|e| errors.extend(e))
+                .ok(),
+            Err(e) => {
+                errors.extend(e);
+                None
+            }
+        };
+        let (Some(managed), true) = (managed, errors.is_empty()) else {
+            return Err(errors);
+        };
+        admit_managed(&self.cfg, &self.machine, &self.managers, &managed, &states)
+    }
+
+    /// [`release`] of one container with `state` on this node.
+    pub fn release(
+        &self,
+        pod_uid: &str,
+        container: &str,
+        state: &wit::ManagerState,
+    ) -> Result<wit::ManagerState> {
+        let mut errors = Vec::new();
+        let states = decode_state(state, "state", &mut errors);
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(release_container(
+            &self.managers,
+            states,
+            pod_uid,
+            container,
+        ))
+    }
 }
 
 #[cfg(test)]

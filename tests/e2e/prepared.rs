@@ -1,0 +1,229 @@
+//! The prepared node (`prepared-node`, `runtime::PreparedPolicy`): the same
+//! answers as the one-shot exports, and isolation between calls on its warm
+//! instance (an error or a trap in one call does not change the next one's
+//! answer).
+
+use std::sync::Arc;
+
+use podpolicy::bindings::{ManagerState, NodeSettings, NodeTopology, Pod};
+use podpolicy::pod_input::read_pods;
+use podpolicy::runtime::{Cache, EMBEDDED_POLICY, Limits, PolicyRuntime, PreparedPolicy};
+use podpolicy::sysfs::read_topology;
+use podpolicy::topology_input::node_topology;
+use podpolicy::{empty_manager_state, node_input::read_node};
+
+use crate::util::workspace;
+
+fn runtime(limits: Limits) -> Arc<PolicyRuntime> {
+    Arc::new(
+        PolicyRuntime::from_bytes(EMBEDDED_POLICY, &Cache::Off, limits).expect("the policy loads"),
+    )
+}
+
+fn fixture_pods() -> Vec<Pod> {
+    let mut files: Vec<_> = std::fs::read_dir(workspace().join("fixtures/pods"))
+        .expect("fixtures/pods")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    let pods: Vec<Pod> = files
+        .iter()
+        .flat_map(|f| read_pods(f).unwrap_or_else(|e| panic!("{}: {e:#}", f.display())))
+        .map(|d| d.pod)
+        .collect();
+    assert!(pods.len() >= 15, "{} fixture pods", pods.len());
+    pods
+}
+
+fn node(name: &str) -> NodeSettings {
+    read_node(&workspace().join("fixtures/nodes").join(name)).expect("fixture node")
+}
+
+fn dual_socket() -> NodeTopology {
+    node_topology(
+        &read_topology(&workspace().join("fixtures/sysfs/topoDualSocketHT")).expect("sysfs reads"),
+    )
+}
+
+/// Every fixture pod (the invalid ones included) gets the one-shot
+/// `evaluate`'s answer from the prepared node, on one warm instance.
+#[test]
+fn prepared_evaluate_answers_as_the_one_shot_export() {
+    let policy = runtime(Limits::default());
+    let node = node("node-1000gi.yaml");
+    let mut prepared = PreparedPolicy::new(policy.clone(), node.clone(), None)
+        .expect("call")
+        .expect("the node prepares");
+    let mut pods = fixture_pods();
+    let mut bad = pods[0].clone();
+    bad.spec.containers[0].resources = Some(podpolicy::bindings::ResourceRequirements {
+        requests: Some(vec![podpolicy::bindings::ResourceQuantity {
+            name: "cpu".into(),
+            quantity: "1.5.5".into(),
+        }]),
+        limits: None,
+    });
+    pods.push(bad);
+    let mut errors = 0;
+    for pod in pods {
+        let one_shot = policy.evaluate(&pod, &node).expect("call");
+        errors += usize::from(one_shot.is_err());
+        assert_eq!(
+            prepared.evaluate(&pod).expect("call"),
+            one_shot,
+            "{}",
+            pod.name
+        );
+    }
+    assert!(
+        errors > 0,
+        "some fixture pods are invalid, so errors are compared too"
+    );
+    assert_eq!(
+        prepared.prepared_count(),
+        1,
+        "one instance served every pod"
+    );
+}
+
+/// Admissions and releases on a prepared node thread the state exactly as
+/// the one-shot `admit` / `release` do, refusals included.
+#[test]
+fn prepared_admit_and_release_answer_as_the_one_shot_exports() {
+    let policy = runtime(Limits::default());
+    let node = node("dual-socket-static.yaml");
+    let topology = dual_socket();
+    let mut prepared = PreparedPolicy::new(policy.clone(), node.clone(), Some(topology.clone()))
+        .expect("call")
+        .expect("the node prepares");
+    let pods = fixture_pods();
+    let (mut one_shot_state, mut prepared_state): (ManagerState, ManagerState) =
+        (empty_manager_state(), empty_manager_state());
+    let mut admitted = 0;
+    for pod in &pods {
+        let one_shot = policy
+            .admit(pod, &topology, &one_shot_state, &node)
+            .expect("call");
+        let answer = prepared.admit(pod, &prepared_state).expect("call");
+        assert_eq!(answer, one_shot, "{}", pod.name);
+        if let Ok(admission) = one_shot {
+            admitted += usize::from(admission.rejection.is_none());
+            one_shot_state = admission.state;
+            prepared_state = answer.expect("same").state;
+        }
+    }
+    assert!(admitted >= 2, "{admitted} pods admitted");
+    for pod in &pods {
+        for c in &pod.spec.containers {
+            let one_shot = policy
+                .release(&pod.uid, &c.name, &topology, &one_shot_state, &node)
+                .expect("call")
+                .expect("released");
+            let answer = prepared
+                .release(&pod.uid, &c.name, &prepared_state)
+                .expect("call")
+                .expect("released");
+            assert_eq!(answer, one_shot);
+            one_shot_state = one_shot;
+            prepared_state = answer;
+        }
+    }
+}
+
+/// A node that does not decode is refused when it is prepared, with the
+/// field errors `evaluate` reports; a node prepared without a topology
+/// refuses admissions with a field error, not a trap.
+#[test]
+fn preparing_a_bad_node_gives_its_field_errors() {
+    let policy = runtime(Limits::default());
+    let mut bad = node("node-1000gi.yaml");
+    bad.memory_throttling_factor = Some(7.0);
+    let pod = fixture_pods().remove(0);
+    let one_shot = policy
+        .evaluate(&pod, &bad)
+        .expect("call")
+        .expect_err("refused");
+    let errors = PreparedPolicy::new(policy.clone(), bad, None)
+        .expect("call")
+        .err()
+        .expect("refused");
+    assert_eq!(errors, one_shot);
+
+    let mut prepared = PreparedPolicy::new(policy, node("node-1000gi.yaml"), None)
+        .expect("call")
+        .expect("prepares");
+    let errors = prepared
+        .admit(&pod, &empty_manager_state())
+        .expect("call")
+        .expect_err("no topology");
+    assert_eq!(errors[0].field, "topology");
+}
+
+/// Isolation on the warm instance: an error answer keeps the instance and
+/// changes nothing; a trap (here the memory cap, hit by a huge pod) drops
+/// it, and the next call, on a freshly prepared node, gets the same answer
+/// as before the trap.
+#[test]
+fn an_error_or_a_trap_does_not_change_the_next_answer() {
+    let policy = runtime(Limits {
+        memory_bytes: 8 << 20,
+        ..Limits::default()
+    });
+    let node = node("node-1000gi.yaml");
+    let mut prepared = PreparedPolicy::new(policy.clone(), node.clone(), None)
+        .expect("call")
+        .expect("prepares");
+    let pods = fixture_pods();
+    let good = pods
+        .iter()
+        .find(|p| policy.evaluate(p, &node).expect("call").is_ok())
+        .expect("a valid fixture pod")
+        .clone();
+    let before = prepared.evaluate(&good).expect("call").expect("evaluates");
+
+    let mut bad = good.clone();
+    bad.spec.containers[0].resources = Some(podpolicy::bindings::ResourceRequirements {
+        requests: Some(vec![podpolicy::bindings::ResourceQuantity {
+            name: "memory".into(),
+            quantity: "12.5.7Gi".into(),
+        }]),
+        limits: None,
+    });
+    prepared
+        .evaluate(&bad)
+        .expect("call")
+        .expect_err("a bad quantity");
+    assert_eq!(
+        prepared.evaluate(&good).expect("call").expect("evaluates"),
+        before
+    );
+    assert_eq!(
+        prepared.prepared_count(),
+        1,
+        "an error answer keeps the instance"
+    );
+
+    // About 20 MB of container names: beyond the 8 MiB cap.
+    let mut huge = good.clone();
+    let template = huge.spec.containers[0].clone();
+    huge.spec.containers = (0..20_000)
+        .map(|i| podpolicy::bindings::Container {
+            name: format!("c{i:05}-{}", "x".repeat(1000)),
+            ..template.clone()
+        })
+        .collect();
+    let trapped = prepared
+        .evaluate(&huge)
+        .expect_err("the memory cap stops it");
+    assert!(format!("{trapped:#}").contains("memory"), "{trapped:#}");
+    assert_eq!(
+        prepared.evaluate(&good).expect("call").expect("evaluates"),
+        before
+    );
+    assert_eq!(
+        prepared.prepared_count(),
+        2,
+        "the trap replaced the instance"
+    );
+}
