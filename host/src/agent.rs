@@ -31,10 +31,10 @@ use crate::evaluation::{Evaluations, PodOutcome};
 use crate::metrics::{AllocationLabels, AssignmentLabels, CgroupLabels, Metrics, ResourceLabels};
 use crate::pod_input::PodDocument;
 use crate::policy_dir::{PolicyDirServer, ShadowReport};
-use crate::runtime::{Cache, Limits, PolicyRuntime};
+use crate::runtime::{Cache, Limits, PolicyRuntime, PreparedPolicy};
 use crate::state_dir::{StateDir, crash_point};
 use crate::swap::{Heartbeat, PolicySlot, short};
-use crate::{checkpoint, format_field_errors};
+use crate::{PolicyResult, checkpoint, format_field_errors};
 
 /// Everything the agent is configured with.
 #[derive(Clone, Debug)]
@@ -138,6 +138,9 @@ struct Managers {
     topology: NodeTopology,
     state: ManagerState,
     admissions: BTreeMap<String, Admission>,
+    /// The node prepared with its topology in a warm instance: every
+    /// admission of a poll sends only the pod and the state.
+    prepared: Option<PreparedPolicy>,
 }
 
 /// The node agent.
@@ -239,6 +242,7 @@ impl Agent {
                 topology,
                 state,
                 admissions: BTreeMap::new(),
+                prepared: None,
             })
         } else {
             None
@@ -733,7 +737,7 @@ impl Agent {
 
     fn admit_all(
         &mut self,
-        policy: &PolicyRuntime,
+        policy: &Arc<PolicyRuntime>,
         admitted: Vec<(PodDocument, PodOutcome)>,
         report: &mut ReconcileReport,
         extra: &mut Vec<CgroupValues>,
@@ -752,7 +756,14 @@ impl Agent {
             let uid = pod.uid.clone();
             if !managers.admissions.contains_key(&uid) {
                 let began = Instant::now();
-                let answer = policy.admit(pod, &managers.topology, state, &node);
+                let answer = admit_prepared(
+                    &mut managers.prepared,
+                    policy,
+                    &node,
+                    &managers.topology,
+                    pod,
+                    state,
+                );
                 self.metrics
                     .admission_duration
                     .observe(began.elapsed().as_secs_f64());
@@ -833,7 +844,14 @@ impl Agent {
                 continue;
             };
             let pod = &evaluated.defaulted;
-            let answer = policy.admit(pod, &managers.topology, state, &node);
+            let answer = admit_prepared(
+                &mut managers.prepared,
+                policy,
+                &node,
+                &managers.topology,
+                pod,
+                state,
+            );
             let Some(admission) = admission_or_report(answer, &outcome.name, report) else {
                 continue;
             };
@@ -1152,6 +1170,22 @@ pub fn read_memory_events(root: &CgroupRoot, cgroup: &Path) -> BTreeMap<String, 
             Some((key.to_string(), value.trim().parse().ok()?))
         })
         .collect()
+}
+
+/// `admit` of `pod` on the node prepared in `slot` (made or remade for this
+/// policy, node and topology); the node's own errors are the answer's.
+fn admit_prepared(
+    slot: &mut Option<PreparedPolicy>,
+    policy: &Arc<PolicyRuntime>,
+    node: &NodeSettings,
+    topology: &NodeTopology,
+    pod: &Pod,
+    state: &ManagerState,
+) -> Result<PolicyResult<Admission>> {
+    match PreparedPolicy::reuse_or_prepare(slot, policy, node, Some(topology))? {
+        Ok(prepared) => prepared.admit(pod, state),
+        Err(errors) => Ok(Err(errors)),
+    }
 }
 
 /// `state` with each of `containers` of the pod `uid` released (the pod's

@@ -581,6 +581,28 @@ impl PreparedPolicy {
         Ok(prepared.prepare()?.map(|()| prepared))
     }
 
+    /// The prepared node in `slot` when it is for `runtime`, `node` and
+    /// `topology` (nothing changed since it was made), else a new one put
+    /// there: how a long-lived host keeps one per node settings and policy
+    /// version. The inner `Err` is the node's field errors.
+    pub fn reuse_or_prepare<'a>(
+        slot: &'a mut Option<PreparedPolicy>,
+        runtime: &Arc<PolicyRuntime>,
+        node: &crate::bindings::NodeSettings,
+        topology: Option<&crate::bindings::NodeTopology>,
+    ) -> Result<crate::PolicyResult<&'a mut PreparedPolicy>> {
+        if !slot
+            .as_ref()
+            .is_some_and(|p| p.is_for(runtime, node, topology))
+        {
+            match PreparedPolicy::new(runtime.clone(), node.clone(), topology.cloned())? {
+                Ok(prepared) => *slot = Some(prepared),
+                Err(errors) => return Ok(Err(errors)),
+            }
+        }
+        Ok(Ok(slot.as_mut().expect("set above")))
+    }
+
     /// The runtime this node is prepared on.
     pub fn runtime(&self) -> &Arc<PolicyRuntime> {
         &self.runtime

@@ -91,28 +91,19 @@ struct Managers {
     prepared: Option<PreparedPolicy>,
 }
 
-/// The node prepared on `policy`: the one in `slot` if it is for this
-/// policy, node and topology, else a new one.
+/// The node prepared on `policy` (see [`PreparedPolicy::reuse_or_prepare`]).
 fn prepared_node<'a>(
     slot: &'a mut Option<PreparedPolicy>,
     policy: &Arc<PolicyRuntime>,
     node: &NodeSettings,
     topology: &NodeTopology,
 ) -> Result<&'a mut PreparedPolicy> {
-    if !slot
-        .as_ref()
-        .is_some_and(|p| p.is_for(policy, node, Some(topology)))
-    {
-        let prepared = PreparedPolicy::new(policy.clone(), node.clone(), Some(topology.clone()))?
-            .map_err(|e| {
-            anyhow!(
-                "the managers cannot run with this node: {}",
-                format_field_errors(&e)
-            )
-        })?;
-        *slot = Some(prepared);
-    }
-    Ok(slot.as_mut().expect("set above"))
+    PreparedPolicy::reuse_or_prepare(slot, policy, node, Some(topology))?.map_err(|e| {
+        anyhow!(
+            "the managers cannot run with this node: {}",
+            format_field_errors(&e)
+        )
+    })
 }
 
 /// What one answer did, for the log line and the metric.
