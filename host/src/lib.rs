@@ -28,37 +28,7 @@ pub mod bindings {
     });
 
     // Every type under its own name, whichever interface defines it.
-    pub use exports::podpolicy::policy::common::*;
-    pub use exports::podpolicy::policy::evaluate::{
-        ContainerEvaluation, ContainerKind, HugepageLimit, NodeCgroup, NodeCgroupValues,
-        NodeCgroups, PendingResize, PodEvaluation, ResourceConfig, ResourcesChange, ValueReason,
-    };
-    pub use exports::podpolicy::policy::managers::{
-        Admission, ContainerAssignment, ContainerCpuset, ContainerFiles, ContainerMemory,
-        CpuIsolation, CpuManagerState, Cpuset, HugepagePool, ManagerError, ManagerErrorKind,
-        ManagerState, MemoryBlock, MemoryManagerState, MemoryTable, NodeTopology, NumaMemoryState,
-        NumaNodeInfo, PlacementFiles, PodAssignment, PodCpuEntries, PodCpuset, PodMemory,
-        PodMemoryEntries, ProviderAnswer, ProviderHints, ResourceHints, ResourceManager,
-        SmtAlignmentError, TopologyCpu, TopologyDecision, TopologyHint,
-    };
-    pub use exports::podpolicy::policy::node::{
-        CgroupDriver, CgroupVersion, CpuManagerPolicy, CpuWeightCurve, FeatureGate,
-        MemoryManagerPolicy, MemoryReservationPolicy, NodeSettings, NumaReservedMemory, PolicyInfo,
-        PolicyOption, TopologyManagerPolicy, TopologyManagerScope,
-    };
-    pub use exports::podpolicy::policy::pod::{
-        ClaimOverhead, Container, ContainerResizePolicy, ContainerStatus, DefaultedPod,
-        EffectiveResources, NodeAllocatableClaimStatus, PatchOp, PatchOperation, PatchValue, Pod,
-        PodCondition, PodResourcesOptions, PodSpec, PodStatus, PodWarning,
-    };
-    pub use exports::podpolicy::policy::resize::{
-        ResizeDecision, ResizeDirection, ResizePlan, ResizeResource, ResizeStep, ResizeStepKind,
-    };
-    pub use exports::podpolicy::policy::testing::{
-        AllocateCpusRequest, Allocation, ContainerRequest, CpuSortingStrategy, CpusAllocation,
-        HintsRequest, ManagerRequest, ManagerResponse, MergedHint, PodRequest, PodRequestedRequest,
-        RemoveRequest, RequestedResource, TakeAlgorithm, TakeCpusRequest,
-    };
+    policy_wasm::contract_types!(exports::podpolicy::policy);
 
     /// The policy prepared for instantiation: the generated pre-instance,
     /// which type-checks every export of the component once.

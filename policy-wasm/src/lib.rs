@@ -32,6 +32,48 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+/// Re-export every contract type under its own name from the module
+/// bindings generate for the interfaces (`<base>::common`, `<base>::pod`,
+/// ...), so code reads `Pod` whichever interface defines it. Used here for
+/// wit-bindgen's guest types and by the host for wasmtime's: one list of
+/// which interface holds which type.
+#[macro_export]
+macro_rules! contract_types {
+    ($($interfaces:tt)*) => {
+        pub use $($interfaces)*::common::*;
+        pub use $($interfaces)*::evaluate::{
+            ContainerEvaluation, ContainerKind, HugepageLimit, NodeCgroup, NodeCgroupValues,
+            NodeCgroups, PendingResize, PodEvaluation, ResourceConfig, ResourcesChange, ValueReason,
+        };
+        pub use $($interfaces)*::managers::{
+            Admission, ContainerAssignment, ContainerCpuset, ContainerFiles, ContainerMemory,
+            CpuIsolation, CpuManagerState, Cpuset, HugepagePool, ManagerError, ManagerErrorKind,
+            ManagerState, MemoryBlock, MemoryManagerState, MemoryTable, NodeTopology, NumaMemoryState,
+            NumaNodeInfo, PlacementFiles, PodAssignment, PodCpuEntries, PodCpuset, PodMemory,
+            PodMemoryEntries, ProviderAnswer, ProviderHints, ResourceHints, ResourceManager,
+            SmtAlignmentError, TopologyCpu, TopologyDecision, TopologyHint,
+        };
+        pub use $($interfaces)*::node::{
+            CgroupDriver, CgroupVersion, CpuManagerPolicy, CpuWeightCurve, FeatureGate,
+            MemoryManagerPolicy, MemoryReservationPolicy, NodeSettings, NumaReservedMemory, PolicyInfo,
+            PolicyOption, TopologyManagerPolicy, TopologyManagerScope,
+        };
+        pub use $($interfaces)*::pod::{
+            ClaimOverhead, Container, ContainerResizePolicy, ContainerStatus, DefaultedPod,
+            EffectiveResources, NodeAllocatableClaimStatus, PatchOp, PatchOperation, PatchValue, Pod,
+            PodCondition, PodResourcesOptions, PodSpec, PodStatus, PodWarning,
+        };
+        pub use $($interfaces)*::resize::{
+            ResizeDecision, ResizeDirection, ResizePlan, ResizeResource, ResizeStep, ResizeStepKind,
+        };
+        pub use $($interfaces)*::testing::{
+            AllocateCpusRequest, Allocation, ContainerRequest, CpuSortingStrategy, CpusAllocation,
+            HintsRequest, ManagerRequest, ManagerResponse, MergedHint, PodRequest, PodRequestedRequest,
+            RemoveRequest, RequestedResource, TakeAlgorithm, TakeCpusRequest,
+        };
+    };
+}
+
 pub mod wit {
     //! Types and `Guest` traits generated from `wit/policy.wit` (world
     //! `pod-policy-conformance`: the product interfaces plus `testing`).
@@ -43,37 +85,7 @@ pub mod wit {
         world: "pod-policy-conformance",
         additional_derives: [PartialEq],
     });
-    pub use self::exports::podpolicy::policy::common::*;
-    pub use self::exports::podpolicy::policy::evaluate::{
-        ContainerEvaluation, ContainerKind, HugepageLimit, NodeCgroup, NodeCgroupValues,
-        NodeCgroups, PendingResize, PodEvaluation, ResourceConfig, ResourcesChange, ValueReason,
-    };
-    pub use self::exports::podpolicy::policy::managers::{
-        Admission, ContainerAssignment, ContainerCpuset, ContainerFiles, ContainerMemory,
-        CpuIsolation, CpuManagerState, Cpuset, HugepagePool, ManagerError, ManagerErrorKind,
-        ManagerState, MemoryBlock, MemoryManagerState, MemoryTable, NodeTopology, NumaMemoryState,
-        NumaNodeInfo, PlacementFiles, PodAssignment, PodCpuEntries, PodCpuset, PodMemory,
-        PodMemoryEntries, ProviderAnswer, ProviderHints, ResourceHints, ResourceManager,
-        SmtAlignmentError, TopologyCpu, TopologyDecision, TopologyHint,
-    };
-    pub use self::exports::podpolicy::policy::node::{
-        CgroupDriver, CgroupVersion, CpuManagerPolicy, CpuWeightCurve, FeatureGate,
-        MemoryManagerPolicy, MemoryReservationPolicy, NodeSettings, NumaReservedMemory, PolicyInfo,
-        PolicyOption, TopologyManagerPolicy, TopologyManagerScope,
-    };
-    pub use self::exports::podpolicy::policy::pod::{
-        ClaimOverhead, Container, ContainerResizePolicy, ContainerStatus, DefaultedPod,
-        EffectiveResources, NodeAllocatableClaimStatus, PatchOp, PatchOperation, PatchValue, Pod,
-        PodCondition, PodResourcesOptions, PodSpec, PodStatus, PodWarning,
-    };
-    pub use self::exports::podpolicy::policy::resize::{
-        ResizeDecision, ResizeDirection, ResizePlan, ResizeResource, ResizeStep, ResizeStepKind,
-    };
-    pub use self::exports::podpolicy::policy::testing::{
-        AllocateCpusRequest, Allocation, ContainerRequest, CpuSortingStrategy, CpusAllocation,
-        HintsRequest, ManagerRequest, ManagerResponse, MergedHint, PodRequest, PodRequestedRequest,
-        RemoveRequest, RequestedResource, TakeAlgorithm, TakeCpusRequest,
-    };
+    crate::contract_types!(self::exports::podpolicy::policy);
 }
 
 pub mod cgroup;
