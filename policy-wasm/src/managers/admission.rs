@@ -297,6 +297,24 @@ impl Admitting<'_> {
     }
 }
 
+/// The pod as the managers read it after the API server's defaulting (as
+/// `admit` always takes it); its errors go to `errors`.
+fn defaulted_managed_pod(
+    pod: &wit::Pod,
+    gates: &FeatureGates,
+    errors: &mut Vec<FieldError>,
+) -> Option<ManagedPod> {
+    match crate::defaults::default_pod(pod, gates) {
+        Ok(defaulted) => managed_pod(&defaulted.pod, gates)
+            .map_err(|e| errors.extend(e))
+            .ok(),
+        Err(e) => {
+            errors.extend(e);
+            None
+        }
+    }
+}
+
 /// Export `admit`: see the module docs.
 pub fn admit(
     pod: &wit::Pod,
@@ -309,15 +327,7 @@ pub fn admit(
     let gates = inputs
         .as_ref()
         .map_or_else(FeatureGates::default, |i| i.cfg.gates);
-    let managed = match crate::defaults::default_pod(pod, &gates) {
-        Ok(defaulted) => managed_pod(&defaulted.pod, &gates)
-            .map_err(|e| errors.extend(e))
-            .ok(),
-        Err(e) => {
-            errors.extend(e);
-            None
-        }
-    };
+    let managed = defaulted_managed_pod(pod, &gates, &mut errors);
     let (Some(inputs), Some(managed), true) = (inputs, managed, errors.is_empty()) else {
         return Err(errors);
     };
@@ -470,15 +480,7 @@ impl PreparedManagers {
         let mut errors = Vec::new();
         let states = decode_state(state, "state", &mut errors);
         let gates = self.cfg.gates;
-        let managed = match crate::defaults::default_pod(pod, &gates) {
-            Ok(defaulted) => managed_pod(&defaulted.pod, &gates)
-                .map_err(|e| errors.extend(e))
-                .ok(),
-            Err(e) => {
-                errors.extend(e);
-                None
-            }
-        };
+        let managed = defaulted_managed_pod(pod, &gates, &mut errors);
         let (Some(managed), true) = (managed, errors.is_empty()) else {
             return Err(errors);
         };
