@@ -95,8 +95,8 @@ pub fn cpuset_values(
         let values: Vec<FileValue> = files
             .iter()
             .map(|f| FileValue {
-                file: f.file.clone(),
-                value: f.value.clone(),
+                file: f.file.to_string(),
+                value: f.value.to_string(),
             })
             .collect();
         for f in values.iter().filter(|f| f.file == "cpuset.cpus") {

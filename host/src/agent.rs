@@ -25,7 +25,10 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::apply::{ApplyOptions, apply_explained};
-use crate::bindings::{Admission, CpuIsolation, ManagerState, NodeSettings, NodeTopology, Pod};
+use crate::bindings::{
+    Admission, CgroupFileName, CgroupValue, CpuIsolation, ManagerState, NodeSettings, NodeTopology,
+    Pod,
+};
 use crate::cgroupfs::{self, CgroupPath, CgroupRoot, CgroupValues, Removal};
 use crate::evaluation::{Evaluations, PodOutcome};
 use crate::metrics::{AllocationLabels, AssignmentLabels, CgroupLabels, Metrics, ResourceLabels};
@@ -936,19 +939,22 @@ impl Agent {
                     pod: outcome.name.clone(),
                     container,
                 };
-                let number = |file: &str| {
+                let number = |file: CgroupFileName| {
                     files
                         .iter()
                         .find(|f| f.file == file)
-                        .and_then(|f| f.value.parse::<i64>().ok())
+                        .and_then(|f| match f.value {
+                            CgroupValue::Number(n) => i64::try_from(n).ok(),
+                            _ => None,
+                        })
                 };
-                if let Some(min) = number("memory.min") {
+                if let Some(min) = number(CgroupFileName::MemoryMin) {
                     self.metrics
                         .memory_min_bytes
                         .get_or_create(&labels)
                         .set(min);
                 }
-                if let Some(high) = number("memory.high") {
+                if let Some(high) = number(CgroupFileName::MemoryHigh) {
                     self.metrics
                         .memory_high_bytes
                         .get_or_create(&labels)

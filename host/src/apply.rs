@@ -402,8 +402,8 @@ fn file_values(files: &[CgroupFile]) -> Vec<FileValue> {
     files
         .iter()
         .map(|f| FileValue {
-            file: f.file.clone(),
-            value: f.value.clone(),
+            file: f.file.to_string(),
+            value: f.value.to_string(),
         })
         .collect()
 }

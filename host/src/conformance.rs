@@ -1776,11 +1776,12 @@ fn file_matches(what: &str, spec: &Value, got: Option<&str>) -> Checked<bool> {
 }
 
 /// A file's value in a file list.
-fn file_value<'a>(files: &'a [wit::CgroupFile], name: &str) -> Option<&'a str> {
+fn file_value(files: &[wit::CgroupFile], name: &str) -> Option<String> {
+    let name = wit::CgroupFileName::parse(name)?;
     files
         .iter()
         .find(|f| f.file == name)
-        .map(|f| f.value.as_str())
+        .map(|f| f.value.to_string())
 }
 
 /// Compare the expected files (`want`: file -> spec) with a cgroup's files
@@ -1812,12 +1813,7 @@ fn check_files(
     got: &[wit::CgroupFile],
     problems: &mut Vec<String>,
 ) -> CaseResultText {
-    check_files_with(
-        what,
-        want,
-        |name| file_value(got, name).map(str::to_string),
-        problems,
-    )
+    check_files_with(what, want, |name| file_value(got, name), problems)
 }
 
 /// The CRI name of a huge page size (`2MB`, `1GB`): upstream `HugePageUnitSizeFromByteSize`.
@@ -2325,7 +2321,6 @@ fn pod_resize_case(
                 })
                 .filter_map(|s| file_value(&s.files, name))
                 .next_back()
-                .map(str::to_string)
         };
         if let Some(containers) = expected.get("containers") {
             let map = containers
@@ -2346,7 +2341,7 @@ fn pod_resize_case(
                     |file| {
                         written(Some(name), file).or_else(|| {
                             let source = if restarts { new } else { old };
-                            file_value(&source.cgroup_files, file).map(str::to_string)
+                            file_value(&source.cgroup_files, file)
                         })
                     },
                     &mut problems,
@@ -2363,10 +2358,7 @@ fn pod_resize_case(
             check_files_with(
                 "pod after the plan",
                 want,
-                |file| {
-                    written(None, file)
-                        .or_else(|| file_value(&before.pod_cgroup_files, file).map(str::to_string))
-                },
+                |file| written(None, file).or_else(|| file_value(&before.pod_cgroup_files, file)),
                 &mut problems,
             )?;
             check_files(
@@ -2803,8 +2795,12 @@ fn admit_case(
                     .containers
                     .iter()
                     .find(|c| &c.name == container)
-                    .and_then(|c| c.files.iter().find(|f| f.file == "cpuset.mems"))
-                    .map(|f| f.value.clone());
+                    .and_then(|c| {
+                        c.files
+                            .iter()
+                            .find(|f| f.file == wit::CgroupFileName::CpusetMems)
+                    })
+                    .map(|f| f.value.to_string());
                 let got = match written {
                     Some(text) => cpus(&text)?,
                     None => cpus(

@@ -8,8 +8,8 @@
 //! nothing that writes to the node reads that display schema.
 
 use crate::bindings::{
-    CgroupFile, ContainerEvaluation, FieldError, ManagerError, NodeCgroups, PatchOperation,
-    PlacementFiles, Pod, PodEvaluation,
+    CgroupFile, CgroupFileName, ContainerEvaluation, FieldError, ManagerError, NodeCgroups,
+    PatchOperation, PlacementFiles, Pod, PodEvaluation,
 };
 use crate::output;
 
@@ -160,7 +160,7 @@ pub fn reasons(
             crate::format_field_errors(&errors)
         ),
     };
-    let current = |container: Option<&str>, file: &str| -> Option<&str> {
+    let current = |container: Option<&str>, file: &str| -> Option<String> {
         let files = match container {
             None => &pod.evaluation.pod_cgroup_files,
             Some(name) => {
@@ -171,17 +171,16 @@ pub fn reasons(
                     .cgroup_files
             }
         };
+        let file = CgroupFileName::parse(file)?;
         files
             .iter()
             .find(|f| f.file == file)
-            .map(|f| f.value.as_str())
+            .map(|f| f.value.to_string())
     };
     let mut out: Vec<output::WhyOut> = reasons
         .into_iter()
         .map(|r| {
-            let placed = current(r.container.as_deref(), &r.file)
-                .filter(|now| *now != r.value)
-                .map(str::to_owned);
+            let placed = current(r.container.as_deref(), &r.file).filter(|now| *now != r.value);
             match placed {
                 Some(now) => output::WhyOut {
                     reason: format!(
@@ -213,12 +212,12 @@ pub fn reasons(
         for f in files {
             if !out
                 .iter()
-                .any(|w| w.container.as_deref() == container && w.file == f.file)
+                .any(|w| w.container.as_deref() == container && w.file == f.file.to_string())
             {
                 placed_only.push(output::WhyOut {
                     container: container.map(str::to_owned),
-                    file: f.file.clone(),
-                    value: f.value.clone(),
+                    file: f.file.to_string(),
+                    value: f.value.to_string(),
                     reason: "placed by the resource managers' admission (see `podpolicy admit`)"
                         .to_owned(),
                 });
@@ -262,10 +261,7 @@ mod tests {
     fn files(pairs: &[(&str, &str)]) -> Vec<CgroupFile> {
         pairs
             .iter()
-            .map(|(file, value)| CgroupFile {
-                file: file.to_string(),
-                value: value.to_string(),
-            })
+            .map(|(file, value)| CgroupFile::parse(file, value).expect("a cgroup file"))
             .collect()
     }
 

@@ -29,6 +29,9 @@ pub mod bindings {
 
     // Every type under its own name, whichever interface defines it.
     policy_wasm::contract_types!(exports::podpolicy::policy);
+    // `Display` and `parse` for cgroup file names and values: the policy's
+    // own formatter, so the host spells every file as the guest means it.
+    policy_wasm::cgroup_file_text!();
 
     /// The policy prepared for instantiation: the generated pre-instance,
     /// which type-checks every export of the component once.

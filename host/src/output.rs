@@ -304,7 +304,7 @@ impl Report {
                         let files = c
                             .files
                             .iter()
-                            .map(|f| (f.file.clone(), f.value.clone()))
+                            .map(|f| (f.file.to_string(), f.value.to_string()))
                             .collect();
                         (node_cgroup_name(c.cgroup).to_string(), files)
                     })
@@ -415,7 +415,7 @@ impl Explanation {
             pod_cgroup: Some(
                 eval.pod_cgroup_files
                     .iter()
-                    .map(|f| (f.file.clone(), f.value.clone()))
+                    .map(|f| (f.file.to_string(), f.value.to_string()))
                     .collect(),
             ),
             containers: eval
@@ -428,7 +428,7 @@ impl Explanation {
                     cgroup: c
                         .cgroup_files
                         .iter()
-                        .map(|f| (f.file.clone(), f.value.clone()))
+                        .map(|f| (f.file.to_string(), f.value.to_string()))
                         .collect(),
                 })
                 .collect(),
@@ -454,7 +454,7 @@ impl Explanation {
     pub fn place(&mut self, files: &crate::bindings::PlacementFiles) {
         let over = |map: &mut BTreeMap<String, String>, files: &[crate::bindings::CgroupFile]| {
             for f in files {
-                map.insert(f.file.clone(), f.value.clone());
+                map.insert(f.file.to_string(), f.value.to_string());
             }
         };
         over(

@@ -255,7 +255,7 @@ fn values(outcome: &PodOutcome) -> Vec<(Key, String)> {
                 );
             }
             for file in &pod.evaluation.pod_cgroup_files {
-                push("", file.file.clone(), file.value.clone());
+                push("", file.file.to_string(), file.value.to_string());
             }
             for container in pod.containers() {
                 push(
@@ -264,7 +264,11 @@ fn values(outcome: &PodOutcome) -> Vec<(Key, String)> {
                     container.oom_score_adj.to_string(),
                 );
                 for file in &container.cgroup_files {
-                    push(&container.name, file.file.clone(), file.value.clone());
+                    push(
+                        &container.name,
+                        file.file.to_string(),
+                        file.value.to_string(),
+                    );
                 }
             }
             for warning in &pod.evaluation.warnings {
@@ -300,9 +304,9 @@ fn node_values(eval: &Evaluations) -> Vec<(Key, String)> {
             out.push((
                 (
                     node_cgroup_name(cgroup.cgroup).to_string(),
-                    file.file.clone(),
+                    file.file.to_string(),
                 ),
-                file.value.clone(),
+                file.value.to_string(),
             ));
         }
     }

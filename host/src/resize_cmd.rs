@@ -143,7 +143,7 @@ impl ResizeReport {
                     "container": s.container,
                     "resource": s.resource.kubelet_name(),
                     "direction": direction_name(s.direction),
-                    "files": s.files.iter().map(|f| (f.file.clone(), Value::String(f.value.clone()))).collect::<serde_json::Map<_, _>>(),
+                    "files": s.files.iter().map(|f| (f.file.to_string(), Value::String(f.value.to_string()))).collect::<serde_json::Map<_, _>>(),
                     "memoryLimitBytes": s.memory_limit_bytes,
                     "cpus": s.cpus,
                     "status": status,
@@ -184,7 +184,7 @@ impl ResizeReport {
                     format!(
                         "{}={}",
                         f.file,
-                        crate::output::table_value(&f.file, &f.value)
+                        crate::output::table_value(&f.file.to_string(), &f.value.to_string())
                     )
                 })
                 .collect::<Vec<_>>()

@@ -94,7 +94,8 @@ pub fn execute(
             ResizeStepKind::WritePod | ResizeStepKind::WriteContainer => {
                 let mut wrote = false;
                 for file in &step.files {
-                    let current = match io.read(&cgroup, &file.file) {
+                    let (name, value) = (file.file.to_string(), file.value.to_string());
+                    let current = match io.read(&cgroup, &name) {
                         Ok(v) => v,
                         Err(e) => {
                             return stop(
@@ -106,10 +107,10 @@ pub fn execute(
                             );
                         }
                     };
-                    if current.as_deref() == Some(file.value.as_str()) {
+                    if current.as_deref() == Some(value.as_str()) {
                         continue;
                     }
-                    if let Err(e) = io.write(&cgroup, &file.file, &file.value) {
+                    if let Err(e) = io.write(&cgroup, &name, &value) {
                         return stop(
                             reports,
                             Outcome::Failed {

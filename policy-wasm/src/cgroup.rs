@@ -16,7 +16,10 @@ use crate::model::{Container, ContainerKind, Pod, ResourceMap};
 use crate::node::NodeConfig;
 use crate::quantity::Quantity;
 use crate::resources::{self, pod_level_resources_set};
-use crate::wit::{CgroupFile, CpuWeightCurve, HugepageLimit, QosClass, ResourceConfig};
+use crate::wit::{
+    CgroupFile, CgroupFileName, CgroupValue, CpuMaxValue, CpuWeightCurve, HugepageLimit, QosClass,
+    ResourceConfig,
+};
 
 // Memory QoS's switch and its memory.min / memory.low choice live in
 // `memory_qos`: cgroup depends on memory_qos, never the other way round.
@@ -342,44 +345,26 @@ pub fn container_resource_config(
 
 /// cgroup v2 hugetlb file size names: 2MB, 1GB, 64KB (upstream `HugePageUnitSizeFromByteSize`).
 pub fn hugetlb_size_name(size: u64) -> String {
-    let mut name = String::new();
-    push_hugetlb_size_name(&mut name, size);
-    name
+    crate::HugetlbSize(size).to_string()
 }
 
-fn push_hugetlb_size_name(out: &mut String, size: u64) {
-    const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
-    let mut value = size;
-    let mut unit = 0;
-    while value >= 1024 && value.is_multiple_of(1024) && unit < UNITS.len() - 1 {
-        value /= 1024;
-        unit += 1;
-    }
-    out.push_str(itoa::Buffer::new().format(value));
-    out.push_str(UNITS[unit]);
-}
-
-/// An integer's decimal text. `itoa`, not `format!`: an evaluation writes
-/// dozens of these, and the `fmt` machinery was a fifth of its instructions.
+/// An integer's decimal text. `itoa`, not `format!`: cheaper in the guest.
 fn decimal(value: impl itoa::Integer) -> String {
     itoa::Buffer::new().format(value).to_owned()
 }
 
-fn cpu_max(quota: Option<i64>, period: Option<u64>, default_period: u64) -> String {
-    let period = period.unwrap_or(default_period);
-    let mut value = match quota {
-        Some(q) if q > 0 => decimal(q),
-        _ => "max".to_owned(),
-    };
-    value.push(' ');
-    value.push_str(itoa::Buffer::new().format(period));
-    value
+/// `cpu.max`: the quota when there is a positive one, else `max`.
+fn cpu_max(quota: Option<i64>, period: Option<u64>, default_period: u64) -> CgroupValue {
+    CgroupValue::CpuMax(CpuMaxValue {
+        quota: quota.filter(|q| *q > 0).map(|q| q as u64),
+        period: period.unwrap_or(default_period),
+    })
 }
 
-fn bytes_or_max(value: Option<i64>) -> String {
+fn bytes_or_max(value: Option<i64>) -> CgroupValue {
     match value {
-        Some(v) if v > 0 => decimal(v),
-        _ => "max".to_owned(),
+        Some(v) if v > 0 => CgroupValue::Number(v as u64),
+        _ => CgroupValue::Max,
     }
 }
 
@@ -391,37 +376,36 @@ fn common_files(
     files: &mut Vec<CgroupFile>,
 ) {
     files.reserve(3 + 2 * hugepage_limits.len() + rc.unified.len());
-    let mut push = |file: String, value: String| files.push(CgroupFile { file, value });
+    let mut push =
+        |file: CgroupFileName, value: CgroupValue| files.push(CgroupFile { file, value });
     if let Some(weight) = weight {
-        push("cpu.weight".to_owned(), decimal(weight));
+        push(CgroupFileName::CpuWeight, CgroupValue::Number(weight));
     }
     push(
-        "cpu.max".to_owned(),
+        CgroupFileName::CpuMax,
         cpu_max(rc.cpu_quota, rc.cpu_period, node.cfs_period_us),
     );
-    push("memory.max".to_owned(), bytes_or_max(rc.memory_limit));
+    push(CgroupFileName::MemoryMax, bytes_or_max(rc.memory_limit));
     for limit in hugepage_limits {
-        let mut file = String::with_capacity(24);
-        file.push_str("hugetlb.");
-        push_hugetlb_size_name(&mut file, limit.page_size_bytes);
-        let stem = file.len();
-        file.push_str(".max");
-        let value = decimal(limit.limit_bytes);
+        let size = limit.page_size_bytes;
+        let value = CgroupValue::Number(limit.limit_bytes);
         if node.hugetlb_reservations {
             // runc writes the reservation limit with the same value
             // (libcontainer fs2 `setHugeTlb`), so reserved-but-unfaulted
             // pages are bounded too.
-            let mut rsvd = String::with_capacity(file.len() + 5);
-            rsvd.push_str(&file[..stem]);
-            rsvd.push_str(".rsvd.max");
-            push(file, value.clone());
-            push(rsvd, value);
+            push(CgroupFileName::HugetlbMax(size), value.clone());
+            push(CgroupFileName::HugetlbRsvdMax(size), value);
         } else {
-            push(file, value);
+            push(CgroupFileName::HugetlbMax(size), value);
         }
     }
     for (key, value) in &rc.unified {
-        push(key.clone(), value.clone());
+        // The `unified` entries are the policy's own (Memory QoS and
+        // memory.oom.group), each a file and a number or `max`.
+        match CgroupFile::parse(key, value) {
+            Some(file) => files.push(file),
+            None => debug_assert!(false, "unified entry {key}={value} is not a cgroup file"),
+        }
     }
 }
 

@@ -74,6 +74,175 @@ macro_rules! contract_types {
     };
 }
 
+/// The text of cgroup files, for whichever bindings hold the contract's
+/// `cgroup-file-name`, `cgroup-value` and `cgroup-file` (invoke it where
+/// they are in scope): `Display` gives the file name (`cpu.max`,
+/// `hugetlb.2MB.max`) and the value as written (`max 100000`, `0-3`), and
+/// `CgroupFile::parse` reads them back. One formatter for the guest's and
+/// the host's types, so the names never cross the boundary as text.
+#[macro_export]
+macro_rules! cgroup_file_text {
+    () => {
+        impl CgroupFileName {
+            /// The file for a name as the kernel spells it, if the policy sets it.
+            pub fn parse(name: &str) -> ::core::option::Option<Self> {
+                ::core::option::Option::Some(match name {
+                    "cpu.weight" => CgroupFileName::CpuWeight,
+                    "cpu.max" => CgroupFileName::CpuMax,
+                    "memory.min" => CgroupFileName::MemoryMin,
+                    "memory.low" => CgroupFileName::MemoryLow,
+                    "memory.high" => CgroupFileName::MemoryHigh,
+                    "memory.max" => CgroupFileName::MemoryMax,
+                    "memory.oom.group" => CgroupFileName::MemoryOomGroup,
+                    "cpuset.cpus" => CgroupFileName::CpusetCpus,
+                    "cpuset.mems" => CgroupFileName::CpusetMems,
+                    _ => {
+                        let size = name.strip_prefix("hugetlb.")?;
+                        let (size, rsvd) = match size.strip_suffix(".rsvd.max") {
+                            ::core::option::Option::Some(size) => (size, true),
+                            ::core::option::Option::None => (size.strip_suffix(".max")?, false),
+                        };
+                        let bytes = $crate::hugetlb_page_size(size)?;
+                        if rsvd {
+                            CgroupFileName::HugetlbRsvdMax(bytes)
+                        } else {
+                            CgroupFileName::HugetlbMax(bytes)
+                        }
+                    }
+                })
+            }
+        }
+
+        impl ::core::fmt::Display for CgroupFileName {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                f.write_str(match self {
+                    CgroupFileName::CpuWeight => "cpu.weight",
+                    CgroupFileName::CpuMax => "cpu.max",
+                    CgroupFileName::MemoryMin => "memory.min",
+                    CgroupFileName::MemoryLow => "memory.low",
+                    CgroupFileName::MemoryHigh => "memory.high",
+                    CgroupFileName::MemoryMax => "memory.max",
+                    CgroupFileName::MemoryOomGroup => "memory.oom.group",
+                    CgroupFileName::CpusetCpus => "cpuset.cpus",
+                    CgroupFileName::CpusetMems => "cpuset.mems",
+                    CgroupFileName::HugetlbMax(size) => {
+                        return write!(f, "hugetlb.{}.max", $crate::HugetlbSize(*size));
+                    }
+                    CgroupFileName::HugetlbRsvdMax(size) => {
+                        return write!(f, "hugetlb.{}.rsvd.max", $crate::HugetlbSize(*size));
+                    }
+                })
+            }
+        }
+
+        impl ::core::fmt::Display for CgroupValue {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                match self {
+                    CgroupValue::Number(n) => write!(f, "{n}"),
+                    CgroupValue::Max => f.write_str("max"),
+                    CgroupValue::CpuMax(CpuMaxValue {
+                        quota: ::core::option::Option::Some(q),
+                        period,
+                    }) => {
+                        write!(f, "{q} {period}")
+                    }
+                    CgroupValue::CpuMax(CpuMaxValue {
+                        quota: ::core::option::Option::None,
+                        period,
+                    }) => {
+                        write!(f, "max {period}")
+                    }
+                    CgroupValue::IdList(list) => f.write_str(list),
+                }
+            }
+        }
+
+        impl CgroupValue {
+            /// A value of `file` read from its text (`None` when the text
+            /// is not of that file's grammar).
+            pub fn parse(file: &CgroupFileName, text: &str) -> ::core::option::Option<Self> {
+                let number = |text: &str| {
+                    if text == "max" {
+                        ::core::option::Option::Some(CgroupValue::Max)
+                    } else if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+                        text.parse().ok().map(CgroupValue::Number)
+                    } else {
+                        ::core::option::Option::None
+                    }
+                };
+                match file {
+                    CgroupFileName::CpuMax => {
+                        let (quota, period) = text.split_once(' ')?;
+                        let digits =
+                            |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+                        if !digits(period) || (quota != "max" && !digits(quota)) {
+                            return ::core::option::Option::None;
+                        }
+                        ::core::option::Option::Some(CgroupValue::CpuMax(CpuMaxValue {
+                            quota: if quota == "max" {
+                                ::core::option::Option::None
+                            } else {
+                                ::core::option::Option::Some(quota.parse().ok()?)
+                            },
+                            period: period.parse().ok()?,
+                        }))
+                    }
+                    CgroupFileName::CpusetCpus | CgroupFileName::CpusetMems => {
+                        ::core::option::Option::Some(CgroupValue::IdList(text.into()))
+                    }
+                    _ => number(text),
+                }
+            }
+        }
+
+        impl CgroupFile {
+            /// A file from its name and value text, as a cgroup directory
+            /// holds it (`None` for a file the policy never sets or a value
+            /// outside that file's grammar).
+            pub fn parse(name: &str, value: &str) -> ::core::option::Option<Self> {
+                let file = CgroupFileName::parse(name)?;
+                let value = CgroupValue::parse(&file, value)?;
+                ::core::option::Option::Some(CgroupFile { file, value })
+            }
+        }
+    };
+}
+
+/// A hugetlb page size as the kernel spells it in cgroup v2 file names:
+/// `2MB`, `1GB`, `64KB` (upstream `HugePageUnitSizeFromByteSize`).
+#[derive(Clone, Copy, Debug)]
+pub struct HugetlbSize(pub u64);
+
+impl std::fmt::Display for HugetlbSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
+        let mut value = self.0;
+        let mut unit = 0;
+        while value >= 1024 && value.is_multiple_of(1024) && unit < UNITS.len() - 1 {
+            value /= 1024;
+            unit += 1;
+        }
+        write!(f, "{value}{}", UNITS[unit])
+    }
+}
+
+/// The page size in bytes of a [`HugetlbSize`] spelling (`2MB`), if it is one.
+pub fn hugetlb_page_size(name: &str) -> Option<u64> {
+    const UNITS: [(&str, u32); 5] = [("TB", 4), ("GB", 3), ("MB", 2), ("KB", 1), ("B", 0)];
+    let (digits, power) = UNITS
+        .iter()
+        .find_map(|(unit, power)| name.strip_suffix(unit).map(|d| (d, *power)))?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let bytes = digits
+        .parse::<u64>()
+        .ok()?
+        .checked_mul(1u64.checked_shl(10 * power)?)?;
+    // Only the canonical spelling names a file (`2048KB` is `2MB`).
+    (HugetlbSize(bytes).to_string() == name).then_some(bytes)
+}
+
 pub mod wit {
     //! Types and `Guest` traits generated from `wit/policy.wit` (world
     //! `pod-policy-conformance`: the product interfaces plus `testing`).
@@ -86,6 +255,7 @@ pub mod wit {
         additional_derives: [PartialEq],
     });
     crate::contract_types!(self::exports::podpolicy::policy);
+    crate::cgroup_file_text!();
 }
 
 pub mod cgroup;

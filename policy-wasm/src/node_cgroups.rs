@@ -18,14 +18,15 @@
 //! a cgroup v1 node gets none. `QOSReserved` (alpha, off) is not modelled:
 //! without it the QoS cgroups carry no memory.max.
 
-use crate::cgroup::{cpu_shares_to_weight_linear, hugetlb_size_name, milli_cpu_to_shares};
+use crate::cgroup::{cpu_shares_to_weight_linear, milli_cpu_to_shares};
 use crate::memory_qos::memory_qos_enforced;
 use crate::model::{Pod, ResourceMap};
 use crate::node::NodeConfig;
 use crate::quantity::Quantity;
 use crate::resources;
 use crate::wit::{
-    CgroupFile, CgroupVersion, MemoryReservationPolicy, NodeCgroup, NodeCgroupValues, QosClass,
+    CgroupFile, CgroupFileName, CgroupValue, CgroupVersion, MemoryReservationPolicy, NodeCgroup,
+    NodeCgroupValues, QosClass,
 };
 
 /// The hugetlb limit the QoS manager sets on its cgroups (`setHugePagesUnbounded`).
@@ -75,27 +76,26 @@ impl ClassTotals {
 struct Files(Vec<CgroupFile>);
 
 impl Files {
-    fn push(&mut self, file: impl Into<String>, value: impl ToString) {
+    fn push(&mut self, file: CgroupFileName, value: u64) {
         self.0.push(CgroupFile {
-            file: file.into(),
-            value: value.to_string(),
+            file,
+            value: CgroupValue::Number(value),
         });
     }
 
     fn cpu_weight_from_milli(&mut self, milli_cpu: i64) {
         self.push(
-            "cpu.weight",
+            CgroupFileName::CpuWeight,
             cpu_shares_to_weight_linear(milli_cpu_to_shares(milli_cpu)),
         );
     }
 
     fn hugetlb(&mut self, node: &NodeConfig, limit: impl Fn(u64) -> u64) {
         for size in &node.hugepage_sizes {
-            let name = hugetlb_size_name(*size);
             let value = limit(*size);
-            self.push(format!("hugetlb.{name}.max"), value);
+            self.push(CgroupFileName::HugetlbMax(*size), value);
             if node.hugetlb_reservations {
-                self.push(format!("hugetlb.{name}.rsvd.max"), value);
+                self.push(CgroupFileName::HugetlbRsvdMax(*size), value);
             }
         }
     }
@@ -145,7 +145,7 @@ pub fn node_cgroups(pods: &[(Pod, QosClass)], node: &NodeConfig) -> Vec<NodeCgro
             kubepods.cpu_weight_from_milli(cpu.milli_value());
         }
         if let Some(memory) = base.get("memory") {
-            kubepods.push("memory.max", memory.value().max(0));
+            kubepods.push(CgroupFileName::MemoryMax, memory.value().max(0) as u64);
         }
         kubepods.hugetlb(node, |_| UNBOUNDED_HUGEPAGES);
         let guaranteed_and_burstable = totals
@@ -153,19 +153,19 @@ pub fn node_cgroups(pods: &[(Pod, QosClass)], node: &NodeConfig) -> Vec<NodeCgro
             .saturating_add(totals.burstable_memory);
         match (memory_qos, policy) {
             (true, MemoryReservationPolicy::TieredReservation) => {
-                kubepods.push("memory.min", guaranteed_and_burstable);
+                kubepods.push(CgroupFileName::MemoryMin, guaranteed_and_burstable);
                 // Burstable memory.low only protects if the parent has it too
                 // (kubernetes PR 140267).
-                kubepods.push("memory.low", totals.burstable_memory);
+                kubepods.push(CgroupFileName::MemoryLow, totals.burstable_memory);
             }
             (true, MemoryReservationPolicy::HardReservation) => {
-                kubepods.push("memory.min", guaranteed_and_burstable)
+                kubepods.push(CgroupFileName::MemoryMin, guaranteed_and_burstable)
             }
             // None, or Memory QoS off on cgroup v2: protection left from an
             // earlier configuration is reset (kubernetes PR 138903).
             _ => {
-                kubepods.push("memory.min", 0);
-                kubepods.push("memory.low", 0);
+                kubepods.push(CgroupFileName::MemoryMin, 0);
+                kubepods.push(CgroupFileName::MemoryLow, 0);
             }
         }
         out.push(values(NodeCgroup::Kubepods, kubepods));
@@ -175,15 +175,17 @@ pub fn node_cgroups(pods: &[(Pod, QosClass)], node: &NodeConfig) -> Vec<NodeCgro
         burstable.hugetlb(node, |_| UNBOUNDED_HUGEPAGES);
         match (memory_qos, policy) {
             (true, MemoryReservationPolicy::TieredReservation) => {
-                burstable.push("memory.low", totals.burstable_memory)
+                burstable.push(CgroupFileName::MemoryLow, totals.burstable_memory)
             }
             (true, MemoryReservationPolicy::HardReservation) => {
-                burstable.push("memory.min", totals.burstable_memory)
+                burstable.push(CgroupFileName::MemoryMin, totals.burstable_memory)
             }
             // None, or Memory QoS off: protection left from an earlier
             // configuration is reset (test/e2e_node/memory_qos_test.go
             // "should reset memory protection to 0 when MemoryQoS is disabled").
-            (true, MemoryReservationPolicy::None) | (false, _) => burstable.push("memory.low", 0),
+            (true, MemoryReservationPolicy::None) | (false, _) => {
+                burstable.push(CgroupFileName::MemoryLow, 0)
+            }
         }
         out.push(values(NodeCgroup::Burstable, burstable));
 
@@ -214,10 +216,10 @@ pub fn node_cgroups(pods: &[(Pod, QosClass)], node: &NodeConfig) -> Vec<NodeCgro
             files.cpu_weight_from_milli(cpu.milli_value());
         }
         if let Some(memory) = reserved.get("memory") {
-            let bytes = memory.value().max(0);
-            files.push("memory.max", bytes);
+            let bytes = memory.value().max(0) as u64;
+            files.push(CgroupFileName::MemoryMax, bytes);
             if node.gates.memory_qos {
-                files.push("memory.min", bytes);
+                files.push(CgroupFileName::MemoryMin, bytes);
             }
         }
         // Sizes the reservation leaves out are limited to 0 (`maybeSetHugetlb`).

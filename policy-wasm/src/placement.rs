@@ -10,12 +10,15 @@
 
 use std::collections::BTreeSet;
 
-use crate::wit::{CgroupFile, ContainerFiles, MemoryBlock, PlacementFiles, PodAssignment};
+use crate::wit::{
+    CgroupFile, CgroupFileName, CgroupValue, ContainerFiles, CpuMaxValue, MemoryBlock,
+    PlacementFiles, PodAssignment,
+};
 
-fn file(name: &str, value: String) -> CgroupFile {
+fn file(file: CgroupFileName, list: String) -> CgroupFile {
     CgroupFile {
-        file: name.to_string(),
-        value,
+        file,
+        value: CgroupValue::IdList(list),
     }
 }
 
@@ -43,13 +46,19 @@ pub fn placement_files(
     all_numa_nodes: &BTreeSet<u32>,
     period_us: u64,
 ) -> PlacementFiles {
-    let no_quota = || file("cpu.max", format!("max {period_us}"));
+    let no_quota = || CgroupFile {
+        file: CgroupFileName::CpuMax,
+        value: CgroupValue::CpuMax(CpuMaxValue {
+            quota: None,
+            period: period_us,
+        }),
+    };
     let mut pod = Vec::new();
     if let Some(cpus) = &assignment.pod_cpuset {
-        pod.push(file("cpuset.cpus", cpus.clone()));
+        pod.push(file(CgroupFileName::CpusetCpus, cpus.clone()));
     }
     pod.push(file(
-        "cpuset.mems",
+        CgroupFileName::CpusetMems,
         mems(&assignment.pod_memory, all_numa_nodes),
     ));
     if assignment.pod_cfs_quota_disabled {
@@ -64,8 +73,8 @@ pub fn placement_files(
                 .clone()
                 .unwrap_or_else(|| assignment.node_shared_pool.clone());
             let mut files = vec![
-                file("cpuset.cpus", cpus),
-                file("cpuset.mems", mems(&c.memory, all_numa_nodes)),
+                file(CgroupFileName::CpusetCpus, cpus),
+                file(CgroupFileName::CpusetMems, mems(&c.memory, all_numa_nodes)),
             ];
             if c.cfs_quota_disabled {
                 files.push(no_quota());

@@ -23,8 +23,8 @@ use crate::node::NodeConfig;
 use crate::qos::{compute_pod_qos, pod_qos};
 use crate::resources;
 use crate::wit::{
-    self, CgroupFile, ErrorReason, FieldError, QosClass, ResizeDecision, ResizeDirection,
-    ResizePlan, ResizeResource, ResizeStep, ResizeStepKind,
+    self, CgroupFile, CgroupFileName, CgroupValue, CpuMaxValue, ErrorReason, FieldError, QosClass,
+    ResizeDecision, ResizeDirection, ResizePlan, ResizeResource, ResizeStep, ResizeStepKind,
 };
 
 /// Resources that may change in place.
@@ -469,36 +469,40 @@ fn fit(desired: &Pod, others: &ResourceMap, node: &NodeConfig) -> (ResizeDecisio
 }
 
 /// The files a resource's knobs live in.
-fn files_of(resource: &str) -> &'static [&'static str] {
+fn files_of(resource: &str) -> &'static [CgroupFileName] {
     match resource {
-        "cpu" => &["cpu.max", "cpu.weight"],
-        _ => &["memory.max", "memory.min", "memory.low", "memory.high"],
+        "cpu" => &[CgroupFileName::CpuMax, CgroupFileName::CpuWeight],
+        _ => &[
+            CgroupFileName::MemoryMax,
+            CgroupFileName::MemoryMin,
+            CgroupFileName::MemoryLow,
+            CgroupFileName::MemoryHigh,
+        ],
     }
 }
 
-/// A cgroup file value as a number for comparisons: `max` is infinite.
-fn magnitude(file: &str, value: &str) -> u128 {
-    let first = value.split_whitespace().next().unwrap_or("");
-    if first == "max" {
-        return u128::MAX;
+/// A cgroup file value as a number for comparisons: `max` is infinite;
+/// `cpu.max` compares by its quota.
+fn magnitude(value: &CgroupValue) -> u128 {
+    match value {
+        CgroupValue::Max | CgroupValue::CpuMax(CpuMaxValue { quota: None, .. }) => u128::MAX,
+        CgroupValue::Number(n) | CgroupValue::CpuMax(CpuMaxValue { quota: Some(n), .. }) => {
+            u128::from(*n)
+        }
+        CgroupValue::IdList(_) => 0,
     }
-    let _ = file;
-    first.parse().unwrap_or(0)
 }
 
 /// The value a file falls back to when the new evaluation no longer sets it.
-fn reset_value(file: &str) -> &'static str {
+fn reset_value(file: &CgroupFileName) -> CgroupValue {
     match file {
-        "memory.min" | "memory.low" => "0",
-        _ => "max",
+        CgroupFileName::MemoryMin | CgroupFileName::MemoryLow => CgroupValue::Number(0),
+        _ => CgroupValue::Max,
     }
 }
 
-fn lookup<'a>(files: &'a [CgroupFile], name: &str) -> Option<&'a str> {
-    files
-        .iter()
-        .find(|f| f.file == name)
-        .map(|f| f.value.as_str())
+fn lookup<'a>(files: &'a [CgroupFile], name: &CgroupFileName) -> Option<&'a CgroupValue> {
+    files.iter().find(|f| f.file == *name).map(|f| &f.value)
 }
 
 /// Changed files of one resource, split into rising and falling ones.
@@ -514,16 +518,17 @@ fn changes(
         if before == after || (before.is_none() && after.is_none()) {
             continue;
         }
-        let after_value = after.unwrap_or_else(|| reset_value(name)).to_string();
-        let before_value = before.unwrap_or_else(|| reset_value(name));
+        let after_value = after.cloned().unwrap_or_else(|| reset_value(name));
+        let before_value = before.cloned().unwrap_or_else(|| reset_value(name));
         if before_value == after_value {
             continue;
         }
+        let rises = magnitude(&after_value) >= magnitude(&before_value);
         let file = CgroupFile {
-            file: name.to_string(),
-            value: after_value.clone(),
+            file: name.clone(),
+            value: after_value,
         };
-        if magnitude(name, &after_value) >= magnitude(name, before_value) {
+        if rises {
             up.push(file);
         } else {
             down.push(file);
@@ -535,9 +540,9 @@ fn changes(
 /// The step's leading limit file decides a container's direction.
 fn direction_of(up: &[CgroupFile], down: &[CgroupFile], resource: &str) -> ResizeDirection {
     let limit = if resource == "cpu" {
-        "cpu.max"
+        CgroupFileName::CpuMax
     } else {
-        "memory.max"
+        CgroupFileName::MemoryMax
     };
     if up.iter().any(|f| f.file == limit) {
         ResizeDirection::Increase
@@ -580,8 +585,9 @@ fn step(
 
 /// A usage check before a lowered memory.max, when one is lowered.
 fn guard(files: &[CgroupFile], container: Option<&str>) -> Option<ResizeStep> {
-    let limit = lookup(files, "memory.max")?;
-    let bytes: u64 = limit.parse().ok()?;
+    let CgroupValue::Number(bytes) = *lookup(files, &CgroupFileName::MemoryMax)? else {
+        return None;
+    };
     let mut check = step(
         ResizeStepKind::CheckMemoryUsage,
         container,
@@ -736,11 +742,11 @@ pub fn plan(
             }
             if reset_memory_high
                 && resource == "memory"
-                && lookup(&c.after, "memory.high").is_none()
+                && lookup(&c.after, &CgroupFileName::MemoryHigh).is_none()
             {
                 let reset = CgroupFile {
-                    file: "memory.high".to_string(),
-                    value: "max".to_string(),
+                    file: CgroupFileName::MemoryHigh,
+                    value: CgroupValue::Max,
                 };
                 if down.is_empty() { &mut up } else { &mut down }.push(reset);
             }

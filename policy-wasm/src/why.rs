@@ -11,7 +11,7 @@ use crate::node::NodeConfig;
 use crate::quantity::Quantity;
 use crate::resources;
 use crate::wit::{
-    self, CgroupFile, CpuWeightCurve, FieldError, MemoryReservationPolicy, QosClass, ValueReason,
+    self, CpuWeightCurve, FieldError, MemoryReservationPolicy, QosClass, ValueReason,
 };
 
 /// Export `explain-values`.
@@ -31,28 +31,31 @@ pub fn explain_values(
 
     let mut out = Vec::new();
     for file in &evaluation.pod_cgroup_files {
+        let (name, value) = (file.file.to_string(), file.value.to_string());
         out.push(ValueReason {
             container: None,
-            file: file.file.clone(),
-            value: file.value.clone(),
             reason: pod_reason(
-                file,
+                &name,
+                &value,
                 &evaluation.pod_resources,
                 class,
                 &requests,
                 &limits,
                 &node,
             ),
+            file: name,
+            value,
         });
     }
     let containers = pod.init_and_regular().chain(&pod.ephemeral_containers);
     for (c, result) in containers.zip(&evaluation.containers) {
         for file in &result.cgroup_files {
+            let (name, value) = (file.file.to_string(), file.value.to_string());
             out.push(ValueReason {
                 container: Some(c.name.clone()),
-                file: file.file.clone(),
-                value: file.value.clone(),
-                reason: container_reason(file, &pod, c, &result.resources, class, &node),
+                reason: container_reason(&name, &value, &pod, c, &result.resources, class, &node),
+                file: name,
+                value,
             });
         }
         out.push(ValueReason {
@@ -105,21 +108,18 @@ fn container_limit(
     None
 }
 
-fn hugetlb_reason(file: &CgroupFile, node: &NodeConfig, owner: &str) -> Option<String> {
-    let rest = file.file.strip_prefix("hugetlb.")?;
+fn hugetlb_reason(name: &str, value: &str, node: &NodeConfig, owner: &str) -> Option<String> {
+    let rest = name.strip_prefix("hugetlb.")?;
     let (size, rsvd) = match rest.strip_suffix(".rsvd.max") {
         Some(size) => (size, true),
         None => (rest.strip_suffix(".max")?, false),
     };
-    let mut reason = if file.value == "0" {
+    let mut reason = if value == "0" {
         format!(
             "no hugepages of size {size} in the {owner}'s limits: 0 (an unset hugetlb limit is 0, not max)"
         )
     } else {
-        format!(
-            "the {owner}'s hugepages limit for size {size}: {} bytes",
-            file.value
-        )
+        format!("the {owner}'s hugepages limit for size {size}: {value} bytes")
     };
     if rsvd {
         reason.push_str("; the reservation limit takes the same value (hugetlb reservations)");
@@ -147,7 +147,8 @@ fn protection_reason(file: &str, node: &NodeConfig, class: QosClass, request: &s
 }
 
 fn pod_reason(
-    file: &CgroupFile,
+    name: &str,
+    value: &str,
     rc: &wit::ResourceConfig,
     class: QosClass,
     requests: &ResourceMap,
@@ -155,7 +156,7 @@ fn pod_reason(
     node: &NodeConfig,
 ) -> String {
     let class_text = class_name(class);
-    match file.file.as_str() {
+    match name {
         "cpu.weight" => {
             let shares = rc.cpu_shares.unwrap_or_default();
             let weight = cpu_shares_to_weight_linear(shares);
@@ -191,18 +192,16 @@ fn pod_reason(
             }
             _ => format!("{class_text} pod without a memory limit: max"),
         },
-        "memory.min" | "memory.low" => protection_reason(&file.file, node, class, &file.value),
-        _ => hugetlb_reason(file, node, "pod").unwrap_or_else(|| {
-            format!(
-                "{class_text} pod: written as the kubelet writes {}",
-                file.file
-            )
-        }),
+        "memory.min" | "memory.low" => protection_reason(name, node, class, value),
+        _ => hugetlb_reason(name, value, node, "pod")
+            .unwrap_or_else(|| format!("{class_text} pod: written as the kubelet writes {name}")),
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn container_reason(
-    file: &CgroupFile,
+    name: &str,
+    value: &str,
     pod: &Pod,
     c: &Container,
     rc: &wit::ResourceConfig,
@@ -210,7 +209,7 @@ fn container_reason(
     node: &NodeConfig,
 ) -> String {
     let cpu_limit = container_limit(pod, c, node, "cpu");
-    match file.file.as_str() {
+    match name {
         "cpu.weight" => {
             let shares = rc.cpu_shares.unwrap_or_default();
             let source = match (c.resources.requests().get("cpu"), cpu_limit) {
@@ -222,7 +221,7 @@ fn container_reason(
             };
             format!(
                 "{source} -> {shares} shares (MilliCPUToShares, at least 2) -> weight {} ({} curve)",
-                file.value,
+                value,
                 curve_name(node.cpu_weight_curve)
             )
         }
@@ -235,13 +234,13 @@ fn container_reason(
             _ => "no cpu limit: no quota (max)".to_owned(),
         },
         "memory.max" => match container_limit(pod, c, node, "memory") {
-            Some((limit, from)) => format!("{from} memory limit {limit} = {} bytes", file.value),
+            Some((limit, from)) => format!("{from} memory limit {limit} = {value} bytes"),
             None => "no memory limit: max".to_owned(),
         },
         "memory.oom.group" => {
             "cgroup v2 with singleProcessOOMKill off: the container's processes are OOM-killed together".to_owned()
         }
-        "memory.min" | "memory.low" => protection_reason(&file.file, node, class, &file.value),
+        "memory.min" | "memory.low" => protection_reason(name, node, class, value),
         "memory.high" => {
             let request = c.resources.requests().get("memory").map_or(0, |q| q.value());
             let (base, base_name) = match quantity(c.resources.limits(), "memory") {
@@ -255,8 +254,8 @@ fn container_reason(
                 node.page_size
             )
         }
-        _ => hugetlb_reason(file, node, "container").unwrap_or_else(|| {
-            format!("written as the runtime writes {} from the CRI values", file.file)
+        _ => hugetlb_reason(name, value, node, "container").unwrap_or_else(|| {
+            format!("written as the runtime writes {name} from the CRI values")
         }),
     }
 }

@@ -100,8 +100,8 @@ fn component_evaluates_a_pod_with_pod_level_limits() {
     let file = |files: &[podpolicy::bindings::CgroupFile], name: &str| {
         files
             .iter()
-            .find(|f| f.file == name)
-            .map(|f| f.value.clone())
+            .find(|f| f.file.to_string() == name)
+            .map(|f| f.value.to_string())
     };
     assert_eq!(
         file(&eval.pod_cgroup_files, "memory.max").as_deref(),

@@ -58,11 +58,11 @@ fn evaluate(pod: &Pod, node: &NodeSettings) -> PodEvaluation {
         .expect("evaluation")
 }
 
-fn file<'a>(files: &'a [CgroupFile], name: &str) -> Option<&'a str> {
+fn file(files: &[CgroupFile], name: &str) -> Option<String> {
     files
         .iter()
-        .find(|f| f.file == name)
-        .map(|f| f.value.as_str())
+        .find(|f| f.file.to_string() == name)
+        .map(|f| f.value.to_string())
 }
 
 fn container<'a>(
@@ -349,10 +349,16 @@ fn deferred_pod() -> Pod {
 fn a_deferred_resize_runs_on_the_allocated_resources() {
     let eval = evaluate(&deferred_pod(), &node());
     let c1 = container(&eval, "c1");
-    assert_eq!(file(&c1.cgroup_files, "cpu.max"), Some("100000 100000"));
-    assert_eq!(file(&c1.cgroup_files, "memory.max"), Some("1073741824"));
     assert_eq!(
-        file(&eval.pod_cgroup_files, "memory.max"),
+        file(&c1.cgroup_files, "cpu.max").as_deref(),
+        Some("100000 100000")
+    );
+    assert_eq!(
+        file(&c1.cgroup_files, "memory.max").as_deref(),
+        Some("1073741824")
+    );
+    assert_eq!(
+        file(&eval.pod_cgroup_files, "memory.max").as_deref(),
         Some("1073741824")
     );
     let pending = eval.pending_resize.expect("pending resize");
@@ -405,7 +411,10 @@ fn a_resize_without_memory_qos_resets_memory_high() {
         .iter()
         .find(|s| s.kind == ResizeStepKind::WriteContainer && s.resource == ResizeResource::Memory)
         .expect("a container memory write");
-    assert_eq!(file(&memory_step.files, "memory.high"), Some("max"));
+    assert_eq!(
+        file(&memory_step.files, "memory.high").as_deref(),
+        Some("max")
+    );
     // With Memory QoS on, memory.high is the formula's value instead.
     let qos_on = NodeSettings {
         feature_gates: vec![gate("MemoryQoS", true)],
@@ -417,7 +426,10 @@ fn a_resize_without_memory_qos_resets_memory_high() {
         .iter()
         .find(|s| s.kind == ResizeStepKind::WriteContainer && s.resource == ResizeResource::Memory)
         .expect("a container memory write");
-    assert_ne!(file(&memory_step.files, "memory.high"), Some("max"));
+    assert_ne!(
+        file(&memory_step.files, "memory.high").as_deref(),
+        Some("max")
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -443,10 +455,13 @@ fn tiered_reservation_protects_burstable_memory_with_memory_low() {
         "requests": {"memory": "256Mi"}, "limits": {"memory": "512Mi"}}}]}));
     let eval = evaluate(&burstable, &tiered());
     let c1 = container(&eval, "c1");
-    assert_eq!(file(&c1.cgroup_files, "memory.low"), Some("268435456"));
-    assert_eq!(file(&c1.cgroup_files, "memory.min"), None);
     assert_eq!(
-        file(&eval.pod_cgroup_files, "memory.low"),
+        file(&c1.cgroup_files, "memory.low").as_deref(),
+        Some("268435456")
+    );
+    assert_eq!(file(&c1.cgroup_files, "memory.min").as_deref(), None);
+    assert_eq!(
+        file(&eval.pod_cgroup_files, "memory.low").as_deref(),
         Some("268435456")
     );
 
@@ -454,8 +469,11 @@ fn tiered_reservation_protects_burstable_memory_with_memory_low() {
         "requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "100m", "memory": "256Mi"}}}]}));
     let eval = evaluate(&guaranteed, &tiered());
     let c1 = container(&eval, "c1");
-    assert_eq!(file(&c1.cgroup_files, "memory.min"), Some("268435456"));
-    assert_eq!(file(&c1.cgroup_files, "memory.low"), None);
+    assert_eq!(
+        file(&c1.cgroup_files, "memory.min").as_deref(),
+        Some("268435456")
+    );
+    assert_eq!(file(&c1.cgroup_files, "memory.low").as_deref(), None);
 }
 
 /// pkg/kubelet/cm/qos_container_manager_linux_test.go TestQoSContainerCgroup
@@ -482,7 +500,6 @@ fn qos_tiers_sum_the_active_pods() {
             .iter()
             .find(|c| c.cgroup == cgroup)
             .and_then(|c| file(&c.files, name))
-            .map(str::to_string)
     };
     assert_eq!(
         get(NodeCgroup::Kubepods, "memory.min").as_deref(),
@@ -531,12 +548,15 @@ fn kubepods_gets_node_allocatable_without_the_eviction_threshold() {
         .iter()
         .find(|c| c.cgroup == NodeCgroup::Kubepods)
         .expect("kubepods");
-    assert_eq!(file(&kubepods.files, "memory.max"), Some("10580131840"));
-    assert_eq!(file(&kubepods.files, "cpu.weight"), Some("385"));
+    assert_eq!(
+        file(&kubepods.files, "memory.max").as_deref(),
+        Some("10580131840")
+    );
+    assert_eq!(file(&kubepods.files, "cpu.weight").as_deref(), Some("385"));
     // The QoS manager's periodic update leaves hugetlb unbounded on its
     // cgroups, kubepods (its Guaranteed cgroup) included: 1 << 62.
     assert_eq!(
-        file(&kubepods.files, "hugetlb.2MB.max"),
+        file(&kubepods.files, "hugetlb.2MB.max").as_deref(),
         Some("4611686018427387904")
     );
 }
@@ -567,17 +587,20 @@ fn hugepages_reservations_and_pod_level_limits() {
     let eval = evaluate(&p, &node);
     let plain = container(&eval, "plain");
     assert_eq!(
-        file(&plain.cgroup_files, "hugetlb.2MB.max"),
+        file(&plain.cgroup_files, "hugetlb.2MB.max").as_deref(),
         Some("104857600")
     );
     assert_eq!(
-        file(&plain.cgroup_files, "hugetlb.2MB.rsvd.max"),
+        file(&plain.cgroup_files, "hugetlb.2MB.rsvd.max").as_deref(),
         Some("104857600")
     );
     let own = container(&eval, "own");
-    assert_eq!(file(&own.cgroup_files, "hugetlb.2MB.max"), Some("52428800"));
     assert_eq!(
-        file(&eval.pod_cgroup_files, "hugetlb.2MB.rsvd.max"),
+        file(&own.cgroup_files, "hugetlb.2MB.max").as_deref(),
+        Some("52428800")
+    );
+    assert_eq!(
+        file(&eval.pod_cgroup_files, "hugetlb.2MB.rsvd.max").as_deref(),
         Some("104857600")
     );
     // A kernel before 5.7 has no reservation files.
@@ -586,9 +609,12 @@ fn hugepages_reservations_and_pod_level_limits() {
         ..node
     };
     let eval = evaluate(&p, &old_kernel);
-    assert_eq!(file(&eval.pod_cgroup_files, "hugetlb.2MB.rsvd.max"), None);
     assert_eq!(
-        file(&eval.pod_cgroup_files, "hugetlb.2MB.max"),
+        file(&eval.pod_cgroup_files, "hugetlb.2MB.rsvd.max").as_deref(),
+        None
+    );
+    assert_eq!(
+        file(&eval.pod_cgroup_files, "hugetlb.2MB.max").as_deref(),
         Some("104857600")
     );
 }
@@ -613,14 +639,17 @@ fn ephemeral_containers_are_evaluated_and_capped_by_pod_limits() {
     let debugger = container(&eval, "debugger");
     assert_eq!(debugger.kind, podpolicy::bindings::ContainerKind::Ephemeral);
     assert_eq!(
-        file(&debugger.cgroup_files, "cpu.max"),
+        file(&debugger.cgroup_files, "cpu.max").as_deref(),
         Some("200000 100000")
     );
     assert_eq!(
-        file(&debugger.cgroup_files, "memory.max"),
+        file(&debugger.cgroup_files, "memory.max").as_deref(),
         Some("1073741824")
     );
-    assert_eq!(file(&debugger.cgroup_files, "cpu.weight"), Some("79"));
+    assert_eq!(
+        file(&debugger.cgroup_files, "cpu.weight").as_deref(),
+        Some("79")
+    );
     assert_eq!(debugger.oom_score_adj, 999);
     // Without pod-level resources: minimum shares, no limits.
     let p = pod(json!({
@@ -628,9 +657,18 @@ fn ephemeral_containers_are_evaluated_and_capped_by_pod_limits() {
         "ephemeralContainers": [{"name": "debugger"}]}));
     let eval = evaluate(&p, &node());
     let debugger = container(&eval, "debugger");
-    assert_eq!(file(&debugger.cgroup_files, "cpu.max"), Some("max 100000"));
-    assert_eq!(file(&debugger.cgroup_files, "memory.max"), Some("max"));
-    assert_eq!(file(&debugger.cgroup_files, "cpu.weight"), Some("1"));
+    assert_eq!(
+        file(&debugger.cgroup_files, "cpu.max").as_deref(),
+        Some("max 100000")
+    );
+    assert_eq!(
+        file(&debugger.cgroup_files, "memory.max").as_deref(),
+        Some("max")
+    );
+    assert_eq!(
+        file(&debugger.cgroup_files, "cpu.weight").as_deref(),
+        Some("1")
+    );
 }
 
 /// `apply` writes the ephemeral container's cgroup too (it used to refuse
@@ -887,6 +925,21 @@ fn a_later_contract_component_is_refused_from_its_export_names() {
     let text = format!("{error:#}");
     assert!(
         text.contains("podpolicy:policy@1.0.0")
+            && text.contains(&format!("@{}", podpolicy::runtime::WIT_VERSION)),
+        "{text}"
+    );
+    // 0.9.0, the first contract of versioned interfaces, whose cgroup
+    // files were name and value strings: refused the same way.
+    let error = PolicyRuntime::from_bytes(
+        &crate::hostile_policy::later_contract_component("0.9.0"),
+        &Cache::Off,
+        Limits::default(),
+    )
+    .err()
+    .expect("refused");
+    let text = format!("{error:#}");
+    assert!(
+        text.contains("podpolicy:policy@0.9.0")
             && text.contains(&format!("@{}", podpolicy::runtime::WIT_VERSION)),
         "{text}"
     );

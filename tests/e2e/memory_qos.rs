@@ -190,7 +190,7 @@ fn evaluate_writes_container_memory_min_and_high() {
             .expect("container");
         c.cgroup_files
             .iter()
-            .map(|f| (f.file.clone(), f.value.clone()))
+            .map(|f| (f.file.to_string(), f.value.to_string()))
             .collect::<std::collections::BTreeMap<_, _>>()
     };
     let a = files("a");
@@ -207,9 +207,9 @@ fn evaluate_writes_container_memory_min_and_high() {
     let pod_min = eval
         .pod_cgroup_files
         .iter()
-        .find(|f| f.file == "memory.min")
-        .map(|f| f.value.as_str());
-    assert_eq!(pod_min, Some("104857600"));
+        .find(|f| f.file.to_string() == "memory.min")
+        .map(|f| f.value.to_string());
+    assert_eq!(pod_min.as_deref(), Some("104857600"));
 }
 
 #[test]
@@ -265,8 +265,8 @@ fn node_level_values_are_sums_over_thirty_pods() {
         qos.cgroups
             .iter()
             .find(|c| c.cgroup == cgroup)
-            .and_then(|c| c.files.iter().find(|f| f.file == file))
-            .map(|f| f.value.parse::<u64>().expect("number"))
+            .and_then(|c| c.files.iter().find(|f| f.file.to_string() == file))
+            .map(|f| f.value.to_string().parse::<u64>().expect("number"))
     };
 
     let hard = memory_qos_node(MemoryReservationPolicy::HardReservation, 0.9, 4096);

@@ -221,9 +221,10 @@ fn the_pair_is_a_valid_node_and_places_pods() {
     let cpus = &pod.containers()[0]
         .cgroup_files
         .iter()
-        .find(|f| f.file == "cpuset.cpus")
+        .find(|f| f.file.to_string() == "cpuset.cpus")
         .expect("a cpuset.cpus file")
-        .value;
+        .value
+        .to_string();
     assert!(!cpus.is_empty(), "exclusive CPUs placed: {cpus}");
 }
 

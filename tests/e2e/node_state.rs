@@ -169,8 +169,8 @@ fn admit_writes_cpusets_and_never_an_empty_one() {
     // An empty cpuset from a (broken) policy is refused before any write.
     let mut broken = admission.clone();
     for f in &mut broken.files.containers[1].files {
-        if f.file == "cpuset.cpus" {
-            f.value = String::new();
+        if f.file.to_string() == "cpuset.cpus" {
+            f.value = podpolicy::bindings::CgroupValue::IdList(String::new());
         }
     }
     let qos = podpolicy::bindings::QosClass::Guaranteed;

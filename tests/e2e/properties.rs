@@ -595,11 +595,11 @@ fn node(memory_qos: Option<MemoryReservationPolicy>) -> impl Strategy<Value = No
 // Helpers over results
 // ---------------------------------------------------------------------------
 
-fn file<'a>(files: &'a [CgroupFile], name: &str) -> Option<&'a str> {
+fn file(files: &[CgroupFile], name: &str) -> Option<String> {
     files
         .iter()
-        .find(|f| f.file == name)
-        .map(|f| f.value.as_str())
+        .find(|f| f.file.to_string() == name)
+        .map(|f| f.value.to_string())
 }
 
 /// A byte value of a memory file; `max` is `u64::MAX`.
@@ -821,7 +821,7 @@ proptest! {
         let weights = std::iter::once(("pod", &evaluation.pod_cgroup_files))
             .chain(evaluation.containers.iter().map(|c| (c.name.as_str(), &c.cgroup_files)));
         for (what, files) in weights {
-            if let Some(weight) = file(files, "cpu.weight") {
+            if let Some(weight) = file(files, "cpu.weight").as_deref() {
                 let weight: u64 = weight.parse().expect("cpu.weight is a number");
                 prop_assert!((1..=10_000).contains(&weight), "{what}: cpu.weight {weight}");
             }
@@ -889,9 +889,14 @@ fn generators_cover_the_interesting_cases() {
         classes.push(evaluation.qos_class);
         for c in &evaluation.containers {
             kinds.push(c.kind);
-            files.extend(c.cgroup_files.iter().map(|f| f.file.clone()));
+            files.extend(c.cgroup_files.iter().map(|f| f.file.to_string()));
         }
-        files.extend(evaluation.pod_cgroup_files.iter().map(|f| f.file.clone()));
+        files.extend(
+            evaluation
+                .pod_cgroup_files
+                .iter()
+                .map(|f| f.file.to_string()),
+        );
     }
     assert!(
         valid * 2 >= total,
@@ -986,10 +991,10 @@ fn fixme_memory_high_ignores_the_pod_level_limit() {
     );
     let (_, evaluation) = admit(&pod, &node).expect("a valid pod");
     let files = &evaluation.containers[0].cgroup_files;
-    assert_eq!(file(files, "memory.max"), Some("1073741824"));
-    assert_eq!(file(files, "memory.min"), Some("104857600"));
+    assert_eq!(file(files, "memory.max").as_deref(), Some("1073741824"));
+    assert_eq!(file(files, "memory.min").as_deref(), Some("104857600"));
     // 100Mi + 0.9 * (16Gi - 100Mi), page-aligned: above memory.max.
-    assert_eq!(file(files, "memory.high"), Some("15472365568"));
+    assert_eq!(file(files, "memory.high").as_deref(), Some("15472365568"));
 }
 
 /// FIXME(defaulting): pod-level requests are defaulted before pod-level
@@ -1055,8 +1060,8 @@ fn fixme_pod_memory_min_above_memory_max() {
     );
     let (_, evaluation) = admit(&pod, &node).expect("admitted today");
     let files = &evaluation.pod_cgroup_files;
-    assert_eq!(file(files, "memory.max"), Some("67108864"));
-    assert_eq!(file(files, "memory.min"), Some("1073741824"));
+    assert_eq!(file(files, "memory.max").as_deref(), Some("67108864"));
+    assert_eq!(file(files, "memory.min").as_deref(), Some("1073741824"));
 }
 
 /// FIXME(pod memory.max): a sidecar without a memory limit that follows a
@@ -1078,6 +1083,6 @@ fn fixme_unlimited_sidecar_counts_as_limited() {
     );
     let (_, evaluation) = admit(&pod, &node).expect("a valid pod");
     let files = &evaluation.pod_cgroup_files;
-    assert_eq!(file(files, "memory.max"), Some("2097152"));
-    assert_eq!(file(files, "memory.min"), Some("3145728"));
+    assert_eq!(file(files, "memory.max").as_deref(), Some("2097152"));
+    assert_eq!(file(files, "memory.min").as_deref(), Some("3145728"));
 }

@@ -501,13 +501,16 @@ fn evaluated_files(p: &Pod, node: &NodeSettings) -> BTreeMap<(PathBuf, String), 
         .expect("evaluates");
     let mut files = BTreeMap::new();
     for f in &eval.pod_cgroup_files {
-        files.insert((PathBuf::from("pod"), f.file.clone()), f.value.clone());
+        files.insert(
+            (PathBuf::from("pod"), f.file.to_string()),
+            f.value.to_string(),
+        );
     }
     for c in &eval.containers {
         for f in &c.cgroup_files {
             files.insert(
-                (PathBuf::from("pod").join(&c.name), f.file.clone()),
-                f.value.clone(),
+                (PathBuf::from("pod").join(&c.name), f.file.to_string()),
+                f.value.to_string(),
             );
         }
     }

@@ -417,7 +417,7 @@ impl Engine {
                 let files = c
                     .files
                     .iter()
-                    .map(|f| (f.file.clone(), f.value.clone()))
+                    .map(|f| (f.file.to_string(), f.value.to_string()))
                     .collect();
                 (files, shared)
             }))
@@ -489,8 +489,8 @@ impl Engine {
             .pod_cgroup_files
             .iter()
             .map(|f| FileValue {
-                file: f.file.clone(),
-                value: f.value.clone(),
+                file: f.file.to_string(),
+                value: f.value.to_string(),
             })
             .collect();
         crate::apply::check_files("the pod", &files)?;
