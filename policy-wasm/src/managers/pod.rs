@@ -15,6 +15,7 @@ use super::Result;
 use super::decode::{duplicate, field_error, non_negative_bytes};
 use crate::cpu_manager::{
     ContainerKind as CpuContainerKind, ContainerSpec, PodLevelResources, PodSpec,
+    QosClass as CpuQosClass,
 };
 use crate::features::FeatureGates;
 use crate::memory_manager::{self as mm, MemoryContainer, MemoryPod};
@@ -132,7 +133,7 @@ pub(super) fn managed_pod(wit_pod: &wit::Pod, gates: &FeatureGates) -> Result<Ma
     let memory = MemoryPod {
         uid: wit_pod.uid.clone(),
         // Both managers see the class the CPU manager computes (ComputePodQOS over cpu and memory).
-        guaranteed: cpu.qos_class(gates) == wit::QosClass::Guaranteed,
+        guaranteed: cpu.qos_class(gates) == CpuQosClass::Guaranteed,
         init_containers: pod
             .init_containers
             .iter()
