@@ -1,7 +1,9 @@
-//! `admit` and `release`: one pod through the topology manager's scope
-//! and its hint providers, as the kubelet's admit handler runs it (see the
-//! `managers` module docs for the steps), and `RemoveContainer` on every
-//! configured manager.
+//! Admission and release (`admit_managed`, `release_container`, and
+//! [`PreparedManagers`] for a node built once): one pod through the
+//! topology manager's scope and its hint providers, as the kubelet's admit
+//! handler runs it (see the `managers` module docs for the steps), and
+//! `RemoveContainer` on every configured manager. The answer is an
+//! [`Admission`]; the boundary encodes it (`admit` / `release` exports).
 //!
 //! Mirrors upstream `pkg/kubelet/cm/topologymanager/topology_manager.go`
 //! (`Admit`), `topologymanager/scope*.go` (the `none`, `container` and
