@@ -73,7 +73,7 @@ pub use cpu_assignment::{
     CpuAssignmentError, CpuSortingStrategy, take_by_topology_numa_distributed,
     take_by_topology_numa_packed,
 };
-pub use pod::{ContainerKind, ContainerSpec, PodLevelResources, PodSpec};
+pub use pod::{ContainerKind, ContainerSpec, PodLevelResources, PodSpec, QosClass};
 pub use policy_options::{OptionMaturity, StaticPolicyOptions};
 pub use policy_static::{ResourceIsolationLevel, SmtAlignmentError, StaticPolicy};
 pub use state::CpuManagerState;

@@ -1,8 +1,9 @@
-//! The component shim: each export forwards to [`crate::evaluate`].
-//! No policy decision belongs in this file.
+//! The component shim: each export forwards to [`crate::evaluate`], or,
+//! for the managers' exports, to [`crate::boundary`] (which decodes, calls
+//! [`crate::managers`] and encodes). No policy decision belongs in this file.
 
-use crate::evaluate;
 use crate::wit::*;
+use crate::{boundary, evaluate};
 
 // talc rather than std's dlmalloc: a policy call is a burst of small
 // allocations, and talc takes far fewer wasm instructions per malloc/free
@@ -101,7 +102,7 @@ impl exported::managers::Guest for PodPolicy {
         state: ManagerState,
         node: NodeSettings,
     ) -> Result<Admission, Vec<FieldError>> {
-        evaluate::admit(&pod, &topology, &state, &node)
+        boundary::managers::admit(&pod, &topology, &state, &node)
     }
     fn release(
         pod_uid: String,
@@ -110,7 +111,7 @@ impl exported::managers::Guest for PodPolicy {
         state: ManagerState,
         node: NodeSettings,
     ) -> Result<ManagerState, Vec<FieldError>> {
-        evaluate::release(&pod_uid, &container, &topology, &state, &node)
+        boundary::managers::release(&pod_uid, &container, &topology, &state, &node)
     }
 }
 
@@ -151,7 +152,7 @@ impl exported::testing::Guest for PodPolicy {
         topology: NodeTopology,
         node: NodeSettings,
     ) -> Result<Result<ManagerResponse, ManagerError>, Vec<FieldError>> {
-        evaluate::manager_operation(&request, &topology, &node)
+        boundary::testing::manager_operation(&request, &topology, &node)
     }
 }
 

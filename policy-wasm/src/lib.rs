@@ -23,8 +23,10 @@
 //! - [`topology`]: the Topology Manager: NUMA masks, hint merging, policies and scopes.
 //! - [`memory_manager`]: the static Memory Manager: NUMA machine state, hints and allocation.
 //! - [`resize`]: in-place resize (KEP-1287): validation, fit check, ordered cgroup plan.
-//! - [`managers`]: the KEP-5526 resource managers through the WIT: topology,
-//!   state and configuration decoding, `admit` / `release`, manager operations.
+//! - [`managers`]: the KEP-5526 resource managers over their own types:
+//!   machine, state and configuration, admission and release, manager operations.
+//! - [`boundary`]: the managers' edge: WIT records decoded into the
+//!   managers' types (with field paths) and their answers encoded.
 //! - [`evaluate`]: the whole node-side evaluation of one pod.
 //! - [`prepared`]: a node decoded once (and its managers built) for many pods.
 //!
@@ -258,6 +260,7 @@ pub mod wit {
     crate::cgroup_file_text!();
 }
 
+pub mod boundary;
 pub mod cgroup;
 pub mod cpu_manager;
 pub mod cpu_topology;

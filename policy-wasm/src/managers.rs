@@ -1,7 +1,9 @@
-//! The KEP-5526 resource managers through the WIT: decoding the node
-//! topology, the manager state and the configuration (with field paths),
-//! the `admit` / `release` orchestration, and the `manager-operation`
-//! surface that runs one upstream manager function on explicit inputs.
+//! The KEP-5526 resource managers: the node topology, the manager state
+//! and the configuration as the managers read them, the `admit` /
+//! `release` orchestration, and the manager operations that run one
+//! upstream manager function on explicit inputs. Nothing here names the
+//! WIT: `crate::boundary` decodes the contract's records into these types
+//! (with field paths) and encodes the answers.
 //!
 //! The decisions themselves live in the native modules: [`crate::topology`]
 //! (topology manager), [`crate::cpu_manager`] (static CPU policy) and
@@ -35,46 +37,59 @@
 //! One submodule per upstream concept, after kubelet's `pkg/kubelet/cm`:
 //! - `machine`: the node topology as cAdvisor gives it to
 //!   `container_manager_linux.go` ([`Machine`], [`MAX_NUMA_NODES`]);
-//! - `config`: the manager settings, decoded and checked as
-//!   `ValidateKubeletConfiguration` and the managers' `NewManager` check
-//!   them ([`validate_config`], [`places_pods`]);
+//! - `config`: the manager settings and their checks as
+//!   `ValidateKubeletConfiguration` and the managers' `NewManager` run them;
 //! - `container_manager`: the node's managers, built (`NewManager` of the
 //!   topology, CPU and memory managers) and started (`Start`);
-//! - `state`: both managers' checkpoints across the WIT;
-//! - `pod`: a pod as both managers see it;
-//! - `assignment`: what the state says a pod got;
-//! - `admission`: [`admit`] and [`release`], the topology manager's scopes
+//! - `state`: both managers' checkpoints ([`ManagerState`]);
+//! - `pod`: a pod as both managers see it ([`ManagedPod`]);
+//! - `assignment`: what the state says a pod got ([`PodAssignment`]);
+//! - `admission`: admission and release ([`Admission`],
+//!   [`PreparedManagers`]), the topology manager's scopes
 //!   (`topologymanager/scope*.go`) over the hint providers;
-//! - `operations`: [`manager_operation`], one upstream manager function on
-//!   explicit inputs ([`OperationResult`]);
-//! - `errors`: configuration errors, the WIT error of each upstream
-//!   admission error type, and the refusal lines;
-//! - `hints`: topology hints across the WIT ([`encode_hint`]);
-//! - `decode`: the field-error and decoding helpers they share.
+//! - `operations`: one upstream manager function on explicit inputs
+//!   ([`ManagerOperation`], [`Operations`]);
+//! - `errors`: field errors ([`FieldError`]), configuration errors, the
+//!   error of each upstream admission error type ([`ManagerError`]), and
+//!   the refusal lines;
+//! - `hints`: the topology manager's decisions ([`TopologyDecision`]).
 //!
-//! The submodules are private: every public item is re-exported here, so
-//! `managers::X` stays the one path callers (`evaluate`) use.
+//! The submodules are private: every public item is re-exported here.
 
 mod admission;
 mod assignment;
 mod config;
 mod container_manager;
-mod decode;
 mod errors;
 mod hints;
 mod machine;
 mod operations;
 mod pod;
 mod state;
-#[cfg(test)]
-mod test_support;
 
-pub use self::admission::{PreparedManagers, admit, release};
-pub use self::config::{places_pods, validate_config};
-pub use self::hints::encode_hint;
-pub use self::machine::{MAX_NUMA_NODES, Machine};
-pub use self::operations::{OperationResult, manager_operation};
+pub use self::admission::{Admission, PlacementInputs, PreparedManagers};
+pub use self::assignment::{ContainerAssignment, PodAssignment};
+pub use self::errors::{FieldError, FieldErrorType, ManagerError, ManagerErrorKind};
+pub use self::hints::{ProviderAnswer, ResourceManager, TopologyDecision};
+pub use self::machine::{MAX_NUMA_NODES, Machine, NumaNode};
+pub use self::operations::{
+    ManagerOperation, OperationOutcome, OperationResponse, Operations, PodAllocation,
+    TakeAlgorithm, TakeCpus,
+};
+pub use self::pod::ManagedPod;
+pub use self::state::ManagerState;
 
-/// What decoding WIT input gives: the value, or every field error found
-/// (so one call reports all of them).
-type Result<T> = std::result::Result<T, Vec<crate::wit::FieldError>>;
+pub(crate) use self::admission::{admit_managed, release_container};
+pub(crate) use self::config::{Config, non_negative_bytes};
+pub(crate) use self::container_manager::node_managers;
+pub(crate) use self::pod::managed_pod;
+
+// The exports `evaluate` still calls by their old `managers::` paths (kept
+// until `evaluate` calls `crate::boundary` itself): they live in the
+// boundary, which decodes, calls the core above and encodes.
+pub use crate::boundary::managers::{admit, places_pods, release, validate_config};
+pub use crate::boundary::testing::{OperationResult, manager_operation};
+
+/// What the managers give for input they cannot work with: the value, or
+/// every field error found (so one call reports all of them).
+type Result<T> = std::result::Result<T, Vec<FieldError>>;

@@ -8,6 +8,7 @@
 //! the same: it builds its managers once at start-up (`NewContainerManager`)
 //! and runs every pod's admission against them.
 
+use crate::boundary::managers::{admit_prepared, prepare_managers, release_prepared};
 use crate::evaluate::{Result, evaluate_decoded};
 use crate::managers::PreparedManagers;
 use crate::model::Pod;
@@ -29,7 +30,7 @@ impl PreparedNode {
         topology: Option<&wit::NodeTopology>,
     ) -> Result<PreparedNode> {
         let decoded = NodeConfig::decode(node);
-        let managers = topology.map(|topology| PreparedManagers::prepare(topology, node));
+        let managers = topology.map(|topology| prepare_managers(topology, node));
         match (decoded, managers) {
             (Ok(node), None) => Ok(PreparedNode {
                 node,
@@ -62,7 +63,7 @@ impl PreparedNode {
 
     /// `admit` of `pod` with `state` on this node.
     pub fn admit(&self, pod: &wit::Pod, state: &wit::ManagerState) -> Result<wit::Admission> {
-        self.managers()?.admit(pod, state)
+        admit_prepared(self.managers()?, pod, state)
     }
 
     /// `release` of one container with `state` on this node.
@@ -72,7 +73,7 @@ impl PreparedNode {
         container: &str,
         state: &wit::ManagerState,
     ) -> Result<wit::ManagerState> {
-        self.managers()?.release(pod_uid, container, state)
+        release_prepared(self.managers()?, pod_uid, container, state)
     }
 
     fn managers(&self) -> Result<&PreparedManagers> {

@@ -13,7 +13,17 @@
 //! is not consulted: the class always comes from these values.
 
 use crate::features::FeatureGates;
-use crate::wit::QosClass;
+
+/// The pod QoS class as the CPU manager computes it (`v1.PodQOSClass`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QosClass {
+    /// Every container (or the pod level) limits CPU and memory, requests equal limits.
+    Guaranteed,
+    /// Some request or limit is set, but not Guaranteed.
+    Burstable,
+    /// No request or limit is set.
+    BestEffort,
+}
 
 /// Where a container runs in the pod lifecycle.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

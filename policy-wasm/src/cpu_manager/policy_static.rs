@@ -40,13 +40,12 @@ use crate::cpu_manager::CpuManagerError;
 use crate::cpu_manager::cpu_assignment::{
     take_by_topology_numa_distributed, take_by_topology_numa_packed,
 };
-use crate::cpu_manager::pod::{ContainerSpec, PodSpec, is_integral_cpu};
+use crate::cpu_manager::pod::{ContainerSpec, PodSpec, QosClass, is_integral_cpu};
 use crate::cpu_manager::policy_options::StaticPolicyOptions;
 use crate::cpu_manager::state::CpuManagerState;
 use crate::cpu_topology::{CpuTopology, mask_bits};
 use crate::cpuset::CpuSet;
 use crate::features::FeatureGates;
-use crate::wit::QosClass;
 
 /// The static policy name (`PolicyStatic`).
 pub const POLICY_STATIC: &str = "static";

@@ -1,7 +1,7 @@
-//! The resource-manager settings: decoding them into a `Config`
-//! (`decode_config`), checking them as the kubelet does when it starts
-//! ([`validate_config`]), and whether they place pods at all
-//! ([`places_pods`]).
+//! The resource-manager settings as the managers read them (`Config`,
+//! decoded from the node settings by the boundary), their checks as the
+//! kubelet runs them when it starts (`Config::validate`), and whether
+//! they place pods at all (`Config::places_pods`).
 //!
 //! Mirrors upstream `pkg/kubelet/apis/config/validation/validation.go`
 //! (`ValidateKubeletConfiguration`) and `validation_reserved_memory.go`
@@ -13,303 +13,150 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::Result;
-use super::decode::{duplicate, field_error, non_negative_bytes, parse_cpuset};
-use super::errors::ConfigError;
+use super::errors::{ConfigError, FieldError, FieldErrorType};
 use crate::cpu_manager::{CpuManagerError, StaticPolicyOptions};
 use crate::cpuset::CpuSet;
 use crate::features::FeatureGates;
 use crate::memory_manager::{self as mm, SystemReservedMemory};
-use crate::model::{self, truncate};
+use crate::model::truncate;
 use crate::node::NodeConfig;
+use crate::quantity::Quantity;
 use crate::topology as tm;
-use crate::wit::{self, ErrorReason, FieldError};
 
-/// The manager configuration from the node settings.
+/// The manager configuration from the node settings (decoded by the
+/// boundary, `crate::boundary`).
 #[derive(Clone, Debug)]
-pub(super) struct Config {
-    pub(super) gates: FeatureGates,
+pub(crate) struct Config {
+    /// The feature gates in effect.
+    pub(crate) gates: FeatureGates,
     /// The CFS period in effect (for `cpu.max` without a quota).
-    pub(super) cfs_period_us: u64,
-    pub(super) cpu_static: bool,
-    pub(super) cpu_options: Vec<(String, String)>,
-    pub(super) num_reserved_cpus: u64,
+    pub(crate) cfs_period_us: u64,
+    /// `cpuManagerPolicy: static`.
+    pub(crate) cpu_static: bool,
+    /// `cpuManagerPolicyOptions`, name and value, in their order.
+    pub(crate) cpu_options: Vec<(String, String)>,
+    /// The number of reserved CPUs (`NewManager`'s reservation arithmetic).
+    pub(crate) num_reserved_cpus: u64,
     /// Whether `kubeReserved`, `systemReserved` or `reservedSystemCPUs`
     /// names CPU at all (the kubelet's reservation map has a `cpu` key).
-    pub(super) cpu_reservation_given: bool,
-    pub(super) reserved_cpus: CpuSet,
-    pub(super) reserved_cpus_given: bool,
-    pub(super) memory_static: bool,
-    pub(super) reserved_memory: SystemReservedMemory,
-    pub(super) topology_policy: String,
-    pub(super) topology_scope: String,
-    pub(super) topology_options: BTreeMap<String, String>,
+    pub(crate) cpu_reservation_given: bool,
+    /// `reservedSystemCPUs` (empty when not given).
+    pub(crate) reserved_cpus: CpuSet,
+    /// Whether `reservedSystemCPUs` names any CPU.
+    pub(crate) reserved_cpus_given: bool,
+    /// `memoryManagerPolicy: Static`.
+    pub(crate) memory_static: bool,
+    /// `reservedMemory`, per NUMA node and memory resource.
+    pub(crate) reserved_memory: SystemReservedMemory,
+    /// The topology manager policy (`none` when unset, the kubelet default).
+    pub(crate) topology_policy: tm::PolicyName,
+    /// The topology manager scope (`container` when unset, the kubelet default).
+    pub(crate) topology_scope: tm::Scope,
+    /// `topologyManagerPolicyOptions`.
+    pub(crate) topology_options: BTreeMap<String, String>,
 }
 
-fn option_pairs(
-    options: &[wit::PolicyOption],
-    field: &str,
-    errors: &mut Vec<FieldError>,
-) -> Vec<(String, String)> {
-    let mut seen = BTreeSet::new();
-    let mut out = Vec::new();
-    for option in options {
-        if !seen.insert(option.name.clone()) {
-            errors.push(duplicate(
-                format!("{field}[{}]", truncate(&option.name)),
-                &option.name,
-            ));
-            continue;
-        }
-        out.push((option.name.clone(), option.value.clone()));
-    }
-    out
+/// A quantity's value in bytes, negative values as zero.
+pub(crate) fn non_negative_bytes(q: &Quantity) -> u64 {
+    u64::try_from(q.value().max(0)).unwrap_or(0)
 }
 
-/// The topology manager's name for `policy` (`none` when unset, the
-/// kubelet default), as upstream's `NewManager` takes it.
-fn topology_policy_name(policy: Option<wit::TopologyManagerPolicy>) -> &'static str {
-    match policy {
-        None | Some(wit::TopologyManagerPolicy::None) => "none",
-        Some(wit::TopologyManagerPolicy::BestEffort) => "best-effort",
-        Some(wit::TopologyManagerPolicy::Restricted) => "restricted",
-        Some(wit::TopologyManagerPolicy::SingleNumaNode) => "single-numa-node",
+impl Config {
+    /// Whether the node's managers place pods: the static CPU policy or
+    /// the Static memory policy.
+    pub(crate) fn places_pods(&self) -> bool {
+        self.cpu_static || self.memory_static
     }
-}
 
-/// The topology manager's name for `scope` (`container` when unset, the kubelet default).
-fn topology_scope_name(scope: Option<wit::TopologyManagerScope>) -> &'static str {
-    match scope {
-        None | Some(wit::TopologyManagerScope::Container) => "container",
-        Some(wit::TopologyManagerScope::Pod) => "pod",
-    }
-}
-
-pub(super) fn decode_config(node: &wit::NodeSettings) -> Result<Config> {
-    let decoded = NodeConfig::decode(node);
-    let mut errors = Vec::new();
-    let cpu_static = node.cpu_manager_policy == Some(wit::CpuManagerPolicy::Static);
-    let memory_static = node.memory_manager_policy == Some(wit::MemoryManagerPolicy::Static);
-    let reserved_cpus = node
-        .reserved_system_cpus
-        .as_deref()
-        .map(|text| parse_cpuset(text, "reservedSystemCPUs", &mut errors))
-        .unwrap_or_default();
-    let cpu_options = option_pairs(
-        &node.cpu_manager_policy_options,
-        "cpuManagerPolicyOptions",
-        &mut errors,
-    );
-    let topology_options = option_pairs(
-        &node.topology_manager_policy_options,
-        "topologyManagerPolicyOptions",
-        &mut errors,
-    )
-    .into_iter()
-    .collect();
-    let mut reserved_memory = SystemReservedMemory::new();
-    for (i, entry) in node.reserved_memory.iter().enumerate() {
-        let path = format!("reservedMemory[{i}].limits");
-        let limits = model::decode_list(&entry.limits, &path, &mut errors);
-        let numa = reserved_memory.entry(entry.numa_node as usize).or_default();
-        for (name, q) in &limits {
-            if mm::is_memory_resource(name) {
-                let slot = numa.entry(name.clone()).or_insert(0);
-                *slot = slot.saturating_add(non_negative_bytes(q));
-            }
-        }
-    }
-    let node_config = match decoded {
-        Ok(config) => Some(config),
-        Err(node_errors) => {
-            errors.extend(node_errors);
-            None
-        }
-    };
-    let Some(node_config) = node_config.filter(|_| errors.is_empty()) else {
-        return Err(errors);
-    };
-    // ceil(kubeReserved[cpu] + systemReserved[cpu]) CPUs; the size of
-    // reservedSystemCPUs when neither reserves CPU.
-    let reserved_millis = [&node_config.kube_reserved, &node_config.system_reserved]
-        .iter()
-        .filter_map(|map| map.get("cpu"))
-        .fold(0i64, |sum, q| sum.saturating_add(q.milli_value().max(0)));
-    let reserved_cpus_given = !reserved_cpus.is_empty();
-    let cpu_reservation_given = reserved_cpus_given
-        || node_config.kube_reserved.contains_key("cpu")
-        || node_config.system_reserved.contains_key("cpu");
-    // u64, not usize: the count (and its error message) must not depend on
-    // the target's pointer width (a differential fuzz finding).
-    let num_reserved_cpus = if reserved_millis > 0 {
-        reserved_millis.saturating_add(999).unsigned_abs() / 1000
-    } else {
-        reserved_cpus.len() as u64
-    };
-    Ok(Config {
-        gates: node_config.gates,
-        cfs_period_us: node_config.cfs_period_us,
-        cpu_static,
-        cpu_options,
-        num_reserved_cpus,
-        cpu_reservation_given,
-        reserved_cpus_given,
-        reserved_cpus,
-        memory_static,
-        reserved_memory,
-        topology_policy: topology_policy_name(node.topology_manager_policy).to_string(),
-        topology_scope: topology_scope_name(node.topology_manager_scope).to_string(),
-        topology_options,
-    })
-}
-
-/// Whether the node's managers place pods: the static CPU policy or the
-/// Static memory policy (a configuration that does not decode places none).
-pub fn places_pods(node: &wit::NodeSettings) -> bool {
-    decode_config(node).is_ok_and(|cfg| cfg.cpu_static || cfg.memory_static)
-}
-
-/// The resource-manager settings as the kubelet checks them when it starts
-/// (`ValidateKubeletConfiguration`, `validateReservedMemoryConfiguration`,
-/// and the managers' `NewManager` checks that need no topology): policy,
-/// scope and option names (case-sensitive: `static`, `Static`), options
-/// and their gates, `reservedMemory` entries, and, with the Static memory
-/// policy, `reservedMemory` adding up to kubeReserved + systemReserved +
-/// the hard eviction threshold for every memory type (`validateReservedMemory`).
-pub fn validate_config(node: &wit::NodeSettings) -> Vec<FieldError> {
-    // Policy and scope names are enums in the contract: a host decodes the
-    // kubelet's spelling and refuses an unknown one with its field path.
-    let mut errors = Vec::new();
-    // reservedMemory entries (`validateReservedMemoryConfiguration`).
-    let mut seen = BTreeSet::new();
-    for (i, entry) in node.reserved_memory.iter().enumerate() {
-        for item in &entry.limits {
-            let field = format!("reservedMemory[{i}].limits[{}]", truncate(&item.name));
-            if !mm::is_memory_resource(&item.name) {
-                errors.push(field_error(
-                    field.clone(),
-                    ErrorReason::NotSupported,
-                    format!(
-                        "invalid configuration: the limit type {:?} for NUMA node {} is not supported, only [memory hugepages-<HugePageSize>] is accepted",
-                        item.name, entry.numa_node
-                    ),
-                    Some(truncate(&item.name)),
-                ));
-            }
-            if !seen.insert((entry.numa_node, item.name.clone())) {
-                errors.push(field_error(
-                    field.clone(),
-                    ErrorReason::Duplicate,
-                    format!(
-                        "invalid configuration: the reserved memory has a duplicate value for NUMA node {} and resource {:?}",
-                        entry.numa_node, item.name
-                    ),
-                    Some(truncate(&item.name)),
-                ));
-            }
-            if crate::quantity::Quantity::parse(&item.quantity).is_ok_and(|q| q.is_zero()) {
-                errors.push(field_error(
-                    field,
-                    ErrorReason::Invalid,
-                    format!(
-                        "invalid configuration: reserved memory may not be zero for NUMA node {} and resource {:?}",
-                        entry.numa_node, item.name
-                    ),
-                    Some(truncate(&item.quantity)),
-                ));
-            }
-        }
-    }
-    let cfg = match decode_config(node) {
-        Ok(cfg) => cfg,
-        Err(e) => {
-            errors.extend(e);
-            return errors;
-        }
-    };
-    if !errors.is_empty() {
-        return errors;
-    }
-    // CPU manager options: the none policy takes none; the static policy
-    // parses them with their gates (`NewStaticPolicyOptions`).
-    if !cfg.cpu_static && !cfg.cpu_options.is_empty() {
-        let names: Vec<String> = cfg
-            .cpu_options
-            .iter()
-            .map(|(n, v)| format!("{n}:{v}"))
-            .collect();
-        errors.push(field_error(
-            "cpuManagerPolicyOptions",
-            ErrorReason::Forbidden,
-            format!(
-                "new none policy error: None policy: received unsupported options=map[{}]",
-                names.join(" ")
-            ),
-            None,
-        ));
-    } else if cfg.cpu_static {
-        if let Err(err) = StaticPolicyOptions::parse(
-            cfg.cpu_options
+    /// The checks of [`validate_config`](crate::boundary::managers::validate_config)
+    /// on a decoded configuration (`node` is the node it was decoded with):
+    /// CPU manager options and their gates, the static CPU reservation,
+    /// topology manager options, and the Static memory policy's
+    /// `reservedMemory` against Node Allocatable.
+    pub(crate) fn validate(&self, node: &NodeConfig) -> Vec<FieldError> {
+        let cfg = self;
+        let mut errors = Vec::new();
+        // CPU manager options: the none policy takes none; the static policy
+        // parses them with their gates (`NewStaticPolicyOptions`).
+        if !cfg.cpu_static && !cfg.cpu_options.is_empty() {
+            let names: Vec<String> = cfg
+                .cpu_options
                 .iter()
-                .map(|(name, value)| (name.as_str(), value.as_str())),
-            &cfg.gates,
-        ) {
+                .map(|(n, v)| format!("{n}:{v}"))
+                .collect();
+            errors.push(FieldError::new(
+                "cpuManagerPolicyOptions",
+                FieldErrorType::Forbidden,
+                format!(
+                    "new none policy error: None policy: received unsupported options=map[{}]",
+                    names.join(" ")
+                ),
+                None,
+            ));
+        } else if cfg.cpu_static {
+            if let Err(err) = StaticPolicyOptions::parse(
+                cfg.cpu_options
+                    .iter()
+                    .map(|(name, value)| (name.as_str(), value.as_str())),
+                &cfg.gates,
+            ) {
+                let field = match &err {
+                    CpuManagerError::UnknownOption { name }
+                    | CpuManagerError::OptionNotAvailable { name, .. }
+                    | CpuManagerError::BadOptionValue { name, .. } => {
+                        format!("cpuManagerPolicyOptions[{}]", truncate(name))
+                    }
+                    _ => "cpuManagerPolicyOptions".to_string(),
+                };
+                errors.push(FieldError::new(
+                    field,
+                    FieldErrorType::Invalid,
+                    err.to_string(),
+                    None,
+                ));
+            }
+            if let Err(err) = static_reservation(cfg) {
+                errors.push(err.field_error());
+            }
+        }
+        if cfg.topology_policy != tm::PolicyName::None
+            && let Err(err) =
+                tm::new_policy_options(&cfg.topology_options, tm::OptionGates::from(&cfg.gates))
+        {
             let field = match &err {
-                CpuManagerError::UnknownOption { name }
-                | CpuManagerError::OptionNotAvailable { name, .. }
-                | CpuManagerError::BadOptionValue { name, .. } => {
-                    format!("cpuManagerPolicyOptions[{}]", truncate(name))
+                tm::TopologyError::UnknownOption(name)
+                | tm::TopologyError::AlphaOptionNotEnabled(name)
+                | tm::TopologyError::BetaOptionNotEnabled(name) => {
+                    format!("topologyManagerPolicyOptions[{}]", truncate(name))
                 }
-                _ => "cpuManagerPolicyOptions".to_string(),
+                tm::TopologyError::BadOptionValue { option, .. }
+                | tm::TopologyError::NotAnInteger { option, .. }
+                | tm::TopologyError::MaxAllowableTooLow { option } => {
+                    format!("topologyManagerPolicyOptions[{}]", truncate(option))
+                }
+                _ => "topologyManagerPolicyOptions".to_string(),
             };
-            errors.push(field_error(
+            errors.push(FieldError::new(
                 field,
-                ErrorReason::Invalid,
+                FieldErrorType::Invalid,
                 err.to_string(),
                 None,
             ));
         }
-        if let Err(err) = static_reservation(&cfg) {
-            errors.push(err.field_error());
-        }
-    }
-    if topology_policy_name(node.topology_manager_policy) != "none"
-        && let Err(err) =
-            tm::new_policy_options(&cfg.topology_options, tm::OptionGates::from(&cfg.gates))
-    {
-        let field = match &err {
-            tm::TopologyError::UnknownOption(name)
-            | tm::TopologyError::AlphaOptionNotEnabled(name)
-            | tm::TopologyError::BetaOptionNotEnabled(name) => {
-                format!("topologyManagerPolicyOptions[{}]", truncate(name))
+        if cfg.memory_static {
+            if let Err(err) = mm::check_system_reserved(&cfg.reserved_memory) {
+                errors.push(FieldError::new(
+                    "reservedMemory",
+                    FieldErrorType::Required,
+                    err.to_string(),
+                    None,
+                ));
+            } else {
+                errors.extend(reserved_memory_matches_allocatable(cfg, node));
             }
-            tm::TopologyError::BadOptionValue { option, .. }
-            | tm::TopologyError::NotAnInteger { option, .. }
-            | tm::TopologyError::MaxAllowableTooLow { option } => {
-                format!("topologyManagerPolicyOptions[{}]", truncate(option))
-            }
-            _ => "topologyManagerPolicyOptions".to_string(),
-        };
-        errors.push(field_error(
-            field,
-            ErrorReason::Invalid,
-            err.to_string(),
-            None,
-        ));
-    }
-    if cfg.memory_static {
-        if let Err(err) = mm::check_system_reserved(&cfg.reserved_memory) {
-            errors.push(field_error(
-                "reservedMemory",
-                ErrorReason::Required,
-                err.to_string(),
-                None,
-            ));
-        } else if let Ok(node_config) = NodeConfig::decode(node) {
-            errors.extend(reserved_memory_matches_allocatable(&cfg, &node_config));
         }
+        errors
     }
-    errors
 }
 
 /// `validateReservedMemory`: per memory type, the `reservedMemory` total
@@ -339,13 +186,13 @@ fn reserved_memory_matches_allocatable(cfg: &Config, node: &NodeConfig) -> Vec<F
             let total = totals.get(name).copied().unwrap_or(0);
             let want = expected.get(name).copied().unwrap_or(0);
             (total != want).then(|| {
-                field_error(
+                FieldError::new(
                     "reservedMemory",
-                    ErrorReason::Invalid,
+                    FieldErrorType::Invalid,
                     format!(
                         "the total amount {:?} of type {name:?} is not equal to the value {:?} determined by Node Allocatable feature",
-                        crate::quantity::Quantity::from_value(total as i64, crate::quantity::Format::BinarySI).to_canonical_string(),
-                        crate::quantity::Quantity::from_value(want as i64, crate::quantity::Format::BinarySI).to_canonical_string(),
+                        Quantity::from_value(total as i64, crate::quantity::Format::BinarySI).to_canonical_string(),
+                        Quantity::from_value(want as i64, crate::quantity::Format::BinarySI).to_canonical_string(),
                     ),
                     None,
                 )
@@ -358,7 +205,7 @@ fn reserved_memory_matches_allocatable(cfg: &Config, node: &NodeConfig) -> Vec<F
 /// reservation would let exclusive allocations drain the shared pool, which
 /// containers without exclusive CPUs still need. The policy functions behind
 /// `manager-operation` accept zero, as upstream's `NewStaticPolicy` does.
-pub(super) fn static_reservation(cfg: &Config) -> std::result::Result<(), ConfigError> {
+pub(crate) fn static_reservation(cfg: &Config) -> std::result::Result<(), ConfigError> {
     if !cfg.cpu_static {
         return Ok(());
     }
@@ -377,47 +224,4 @@ pub(super) fn static_reservation(cfg: &Config) -> std::result::Result<(), Config
         ));
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::managers::test_support::{container, empty_state, list, node, pod, topology};
-    use crate::managers::{admit, manager_operation};
-    use crate::wit;
-
-    #[test]
-    fn static_policy_needs_a_cpu_reservation() {
-        // Upstream NewManager refuses both: with nothing reserved, exclusive
-        // allocations could take the last shared CPU (a fuzz finding).
-        let p = pod("p", None, vec![container("c", None)]);
-        let refusal = |settings: &wit::NodeSettings| {
-            let errors = admit(&p, &topology(), &empty_state(), settings).unwrap_err();
-            assert_eq!(errors.len(), 1, "{errors:?}");
-            assert_eq!(errors[0].field, "systemReserved[cpu]");
-            errors[0].message.clone()
-        };
-        let mut absent = node("pod");
-        absent.system_reserved.clear();
-        assert_eq!(
-            refusal(&absent),
-            "[cpumanager] unable to determine reserved CPU resources for static policy"
-        );
-        let mut zero = node("pod");
-        zero.system_reserved = list(&[("cpu", "0")]);
-        zero.kube_reserved = list(&[("cpu", "0m")]);
-        assert!(refusal(&zero).contains("requires systemreserved.cpu + kubereserved.cpu"));
-        // reservedSystemCPUs alone counts as a reservation (the kubelet
-        // writes its size into systemReserved[cpu]).
-        let mut by_set = absent.clone();
-        by_set.reserved_system_cpus = Some("0".into());
-        assert!(admit(&p, &topology(), &empty_state(), &by_set).is_ok());
-        // The policy function itself still takes zero, as upstream's does.
-        let out = manager_operation(
-            &wit::ManagerRequest::Start(empty_state()),
-            &topology(),
-            &zero,
-        );
-        let out = out.unwrap();
-        assert!(out.is_ok(), "{out:?}");
-    }
 }

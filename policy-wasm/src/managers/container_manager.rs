@@ -17,7 +17,7 @@ use super::Result;
 use super::config::{Config, static_reservation};
 use super::errors::ConfigError;
 use super::machine::Machine;
-use super::state::States;
+use super::state::ManagerState;
 use crate::cpu_manager::{CpuManagerError, StaticPolicy, StaticPolicyOptions};
 use crate::cpu_topology::CpuTopology;
 use crate::features::FeatureGates;
@@ -32,14 +32,14 @@ const CPU_POLICY_NONE: &str = "none";
 const MEMORY_POLICY_STATIC: &str = "Static";
 const MEMORY_POLICY_NONE: &str = "None";
 
-pub(super) fn topology_manager(
+pub(crate) fn topology_manager(
     cfg: &Config,
     machine: &Machine,
 ) -> std::result::Result<tm::Manager, ConfigError> {
     use tm::TopologyError as E;
     tm::new_manager(
-        &cfg.topology_policy,
-        &cfg.topology_scope,
+        cfg.topology_policy.as_str(),
+        cfg.topology_scope.as_str(),
         &cfg.topology_options,
         tm::OptionGates::from(&cfg.gates),
         &machine.topology_nodes(),
@@ -96,7 +96,7 @@ pub(super) fn cpu_policy(
         cfg.num_reserved_cpus,
         &cfg.reserved_cpus,
         options,
-        &cfg.topology_policy,
+        cfg.topology_policy.as_str(),
     )
     .map_err(|err| ConfigError::new("NewStaticPolicy", options_field(&err), err.to_string()))
 }
@@ -126,13 +126,13 @@ pub(super) fn memory_policy(
 
 /// The managers of a node, as the kubelet's `NewManager`s build them for
 /// `admit` and `release`; a configuration they refuse is a field error.
-pub(super) fn node_managers(cfg: &Config, machine: &Machine) -> Result<Managers> {
+pub(crate) fn node_managers(cfg: &Config, machine: &Machine) -> Result<Managers> {
     static_reservation(cfg).map_err(|e| vec![e.field_error()])?;
     managers(cfg, machine)?.map_err(|e| vec![e.field_error()])
 }
 
 /// The configured managers.
-pub(super) struct Managers {
+pub(crate) struct Managers {
     pub(super) gates: FeatureGates,
     pub(super) topology: tm::Manager,
     pub(super) cpu: Option<StaticPolicy>,
@@ -224,8 +224,8 @@ fn machine_states_match(got: &NumaNodeMap, want: &NumaNodeMap) -> bool {
 /// blocks or computes the default one.
 pub(super) fn start(
     managers: &Managers,
-    states: &States,
-) -> std::result::Result<States, ConfigError> {
+    states: &ManagerState,
+) -> std::result::Result<ManagerState, ConfigError> {
     let mut next = states.clone();
     let cpu_name = if managers.cpu.is_some() {
         CPU_POLICY_STATIC
@@ -292,7 +292,7 @@ pub(super) fn start(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::managers::test_support::GIB;
+    const GIB: u64 = 1 << 30;
     use crate::memory_manager::{MemoryTable, NumaNodeState};
 
     #[test]

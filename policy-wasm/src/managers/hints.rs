@@ -1,77 +1,46 @@
-//! Topology hints across the WIT: [`encode_hint`], and the decoding and
-//! encoding of one hint provider's answer.
+//! The topology manager's decisions as the managers report them: which
+//! hint provider ([`ResourceManager`]) answered what ([`ProviderAnswer`]),
+//! and each merge with its outcome and rule ([`TopologyDecision`]).
 //!
 //! Mirrors the data of upstream `pkg/kubelet/cm/topologymanager/topology_manager.go`
 //! (`TopologyHint`, and `HintProvider`'s `map[string][]TopologyHint`); the
-//! native types are [`crate::topology`]'s, which keep Go's distinction
+//! hints themselves are [`crate::topology`]'s, which keep Go's distinction
 //! between a nil and an empty hint list.
 
-use std::collections::BTreeMap;
-
-use super::decode::{decode_mask, duplicate};
 use crate::cpu_manager::hints::CpuHints;
-use crate::topology::{self as tm, BitMask, TopologyHint};
-use crate::wit::{self, FieldError};
+use crate::topology::TopologyHint;
 
-pub(super) fn decode_hint(
-    hint: &wit::TopologyHint,
-    field: &str,
-    errors: &mut Vec<FieldError>,
-) -> TopologyHint {
-    TopologyHint {
-        numa_affinity: hint
-            .numa_affinity
-            .as_ref()
-            .map(|ids| decode_mask(ids, &format!("{field}.numaAffinity"), errors)),
-        preferred: hint.preferred,
-    }
+/// A topology manager hint provider.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ResourceManager {
+    /// The CPU manager.
+    Cpu,
+    /// The memory manager.
+    Memory,
 }
 
-fn mask_ids(mask: BitMask) -> Vec<u32> {
-    crate::cpu_topology::mask_bits(mask.raw())
+/// One hint provider's answer for a container or a pod: its hints per
+/// resource (`None`: a nil map, the provider has no opinion).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProviderAnswer {
+    /// The provider.
+    pub manager: ResourceManager,
+    /// Its hints per resource.
+    pub hints: CpuHints,
 }
 
-/// A native hint as a WIT hint.
-pub fn encode_hint(hint: &TopologyHint) -> wit::TopologyHint {
-    wit::TopologyHint {
-        numa_affinity: hint.numa_affinity.map(mask_ids),
-        preferred: hint.preferred,
-    }
-}
-
-pub(super) fn decode_provider_hints(
-    hints: &wit::ProviderHints,
-    field: &str,
-    errors: &mut Vec<FieldError>,
-) -> tm::ProviderHints {
-    let list = hints.as_ref()?;
-    let mut map = BTreeMap::new();
-    for (i, entry) in list.iter().enumerate() {
-        let path = format!("{field}[{i}]");
-        let decoded = entry.hints.as_ref().map(|hints| {
-            hints
-                .iter()
-                .enumerate()
-                .map(|(j, h)| decode_hint(h, &format!("{path}.hints[{j}]"), errors))
-                .collect::<Vec<_>>()
-        });
-        if map.insert(entry.resource_name.clone(), decoded).is_some() {
-            errors.push(duplicate(
-                format!("{path}.resourceName"),
-                &entry.resource_name,
-            ));
-        }
-    }
-    Some(map)
-}
-
-pub(super) fn encode_provider_hints(hints: &CpuHints) -> wit::ProviderHints {
-    hints.as_ref().map(|map| {
-        map.iter()
-            .map(|(resource, list)| wit::ResourceHints {
-                resource_name: resource.clone(),
-                hints: Some(list.iter().map(encode_hint).collect()),
-            })
-            .collect()
-    })
+/// One merge of the topology manager: the providers' answers, the merged
+/// hint, whether the policy admits it, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopologyDecision {
+    /// The container the hints are for; `None` for the pod (pod scope).
+    pub container: Option<String>,
+    /// Each active provider's answer, in kubelet order (CPU, then memory).
+    pub providers: Vec<ProviderAnswer>,
+    /// The merged hint.
+    pub affinity: TopologyHint,
+    /// Whether the policy admits it.
+    pub admit: bool,
+    /// The rule behind the decision, in one line with its inputs.
+    pub rule: String,
 }

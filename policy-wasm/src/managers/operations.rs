@@ -1,5 +1,6 @@
-//! `manager-operation`: one upstream manager function on explicit inputs,
-//! answering with the function's result or the error it returned.
+//! Manager operations: one upstream manager function on explicit inputs
+//! ([`ManagerOperation`]), answering with the function's result
+//! ([`OperationResponse`]) or the error it returned.
 //!
 //! Each operation mirrors the upstream function it names: `Start`
 //! (`cpumanager/cpu_manager.go`, `memorymanager/memory_manager.go`),
@@ -11,94 +12,266 @@
 //! policies are built whatever the node configures, and without
 //! `NewManager`'s reservation check: the functions themselves accept what
 //! upstream's accept. Bad input is a field error; an error the upstream
-//! function returns is the answer.
+//! function returns is the answer. The boundary (`crate::boundary::testing`)
+//! decodes the `testing` interface's `manager-request` into a
+//! [`ManagerOperation`] and encodes the answer.
 
 use super::Result;
-use super::assignment::pod_assignment;
-use super::config::{Config, decode_config};
+use super::assignment::{PodAssignment, pod_assignment};
+use super::config::Config;
 use super::container_manager::{
     MemoryPolicy, cpu_policy, managers, memory_policy, start, topology_manager,
 };
-use super::decode::{decode_mask, invalid, parse_cpuset};
-use super::errors::{ConfigError, cpu_error, memory_error, unexpected};
-use super::hints::{decode_hint, decode_provider_hints, encode_hint, encode_provider_hints};
+use super::errors::{ConfigError, ManagerError, cpu_error, memory_error, unexpected};
+use super::hints::ResourceManager;
 use super::machine::Machine;
-use super::pod::{ManagedPod, managed_pod};
-use super::state::{States, decode_state, encode_state};
+use super::pod::ManagedPod;
+use super::state::ManagerState;
+use crate::cpu_manager::hints::CpuHints;
 use crate::cpu_manager::{
     CpuSortingStrategy, StaticPolicy, take_by_topology_numa_distributed,
     take_by_topology_numa_packed,
 };
+use crate::cpuset::CpuSet;
 use crate::features::FeatureGates;
 use crate::memory_manager::{self as mm, PodLevelGates};
 use crate::topology::{self as tm, BitMask, TopologyHint};
-use crate::wit::{self, FieldError};
+
+/// Which `takeByTopology` algorithm picks the CPUs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TakeAlgorithm {
+    /// `takeByTopologyNUMAPacked`.
+    NumaPacked,
+    /// `takeByTopologyNUMADistributed`.
+    NumaDistributed,
+}
+
+/// `takeByTopology*` on explicit inputs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TakeCpus {
+    /// The algorithm.
+    pub algorithm: TakeAlgorithm,
+    /// The CPUs to pick from.
+    pub available: CpuSet,
+    /// How many CPUs to pick.
+    pub num_cpus: usize,
+    /// The CPU group size (`NUMADistributed` only).
+    pub cpu_group_size: usize,
+    /// The CPU sorting strategy.
+    pub sorting: CpuSortingStrategy,
+    /// `prefer-align-cpus-by-uncorecache` (`NUMAPacked` only).
+    pub prefer_align_by_uncore_cache: bool,
+}
+
+/// One upstream manager function and its inputs, decoded.
+#[derive(Clone, Debug)]
+pub enum ManagerOperation {
+    /// `Start` of both managers on a state.
+    Start(ManagerState),
+    /// The topology policy's `Merge` over the providers' hints.
+    TopologyMerge(Vec<tm::ProviderHints>),
+    /// `takeByTopologyNUMAPacked` / `takeByTopologyNUMADistributed`.
+    TakeCpus(TakeCpus),
+    /// The static CPU policy's `allocateCPUs`.
+    AllocateCpus {
+        /// The state.
+        state: ManagerState,
+        /// How many CPUs.
+        num_cpus: usize,
+        /// The NUMA affinity, if any.
+        numa_affinity: Option<BitMask>,
+        /// CPUs of finished init containers that may be reused.
+        reusable: CpuSet,
+    },
+    /// `GetTopologyHints` (one container) or `GetPodTopologyHints` (`container: None`).
+    TopologyHints {
+        /// The provider.
+        manager: ResourceManager,
+        /// The state.
+        state: ManagerState,
+        /// The pod.
+        pod: ManagedPod,
+        /// The container, or `None` for the pod.
+        container: Option<String>,
+    },
+    /// `Allocate` of one container.
+    Allocate {
+        /// The provider.
+        manager: ResourceManager,
+        /// The state.
+        state: ManagerState,
+        /// The pod.
+        pod: ManagedPod,
+        /// The container (one of the pod's).
+        container: String,
+        /// The topology manager's hint.
+        hint: TopologyHint,
+    },
+    /// `AllocatePod` (KEP-5526 pod scope).
+    AllocatePod(PodAllocation),
+    /// `Allocate` of every container with the same hint.
+    AllocateContainers(PodAllocation),
+    /// `RemoveContainer`.
+    RemoveContainer {
+        /// The provider.
+        manager: ResourceManager,
+        /// The state.
+        state: ManagerState,
+        /// The pod UID.
+        pod_uid: String,
+        /// The container name.
+        container: String,
+    },
+    /// The pod's requested resources as the provider counts them.
+    PodRequested {
+        /// The provider.
+        manager: ResourceManager,
+        /// The pod.
+        pod: ManagedPod,
+    },
+}
+
+/// The inputs of `AllocatePod` and of `Allocate` of every container.
+#[derive(Clone, Debug)]
+pub struct PodAllocation {
+    /// The provider.
+    pub manager: ResourceManager,
+    /// The state.
+    pub state: ManagerState,
+    /// The pod.
+    pub pod: ManagedPod,
+    /// The topology manager's hint.
+    pub hint: TopologyHint,
+}
+
+/// What an operation answers when the upstream function succeeds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OperationResponse {
+    /// The new state (`Start`, `RemoveContainer`).
+    State(ManagerState),
+    /// `Merge`'s best hint and whether the policy admits it.
+    Merged {
+        /// The merged hint.
+        hint: TopologyHint,
+        /// Whether the policy admits it.
+        admit: bool,
+    },
+    /// The CPUs `takeByTopology*` picked.
+    Cpus(CpuSet),
+    /// The CPUs `allocateCPUs` picked and the new state.
+    CpusAllocated {
+        /// The CPUs.
+        cpus: CpuSet,
+        /// The new state.
+        state: ManagerState,
+    },
+    /// A provider's hints.
+    Hints(CpuHints),
+    /// What the pod got and the new state (`Allocate`, `AllocatePod`).
+    Allocated {
+        /// What the state says the pod (or the container) got.
+        assignment: PodAssignment,
+        /// The new state.
+        state: ManagerState,
+    },
+    /// The pod's requested resources, by name.
+    Requested(Vec<(String, u64)>),
+}
 
 /// What a manager operation answers: the response, or the error the
 /// upstream function returned.
-pub type OperationResult = std::result::Result<wit::ManagerResponse, wit::ManagerError>;
+pub type OperationOutcome = std::result::Result<OperationResponse, ManagerError>;
 
-/// The decoded configuration and topology every operation starts from.
-struct Operation {
+/// The configuration and machine every operation starts from.
+pub struct Operations {
     cfg: Config,
     machine: Machine,
 }
 
-fn ok_or_errors<T>(value: T, errors: Vec<FieldError>) -> Result<T> {
-    if errors.is_empty() {
-        Ok(value)
-    } else {
-        Err(errors)
+impl Operations {
+    /// Operations on the managers `cfg` configures, on `machine`.
+    pub(crate) fn new(cfg: Config, machine: Machine) -> Operations {
+        Operations { cfg, machine }
     }
-}
 
-impl Operation {
-    fn gates(&self) -> &FeatureGates {
+    /// The feature gates.
+    pub fn gates(&self) -> &FeatureGates {
         &self.cfg.gates
     }
 
+    /// The machine.
+    pub fn machine(&self) -> &Machine {
+        &self.machine
+    }
+
+    /// Run one operation.
+    pub fn run(&self, operation: ManagerOperation) -> Result<OperationOutcome> {
+        match operation {
+            ManagerOperation::Start(state) => self.start(&state),
+            ManagerOperation::TopologyMerge(providers) => Ok(self.topology_merge(&providers)),
+            ManagerOperation::TakeCpus(request) => self.take_cpus(&request),
+            ManagerOperation::AllocateCpus {
+                state,
+                num_cpus,
+                numa_affinity,
+                reusable,
+            } => self.allocate_cpus(state, num_cpus, numa_affinity, &reusable),
+            ManagerOperation::TopologyHints {
+                manager,
+                state,
+                pod,
+                container,
+            } => self.topology_hints(manager, state, &pod, container.as_deref()),
+            ManagerOperation::Allocate {
+                manager,
+                state,
+                pod,
+                container,
+                hint,
+            } => self.allocate(manager, state, &pod, &container, hint),
+            ManagerOperation::AllocatePod(request) => self.allocate_whole_pod(request, true),
+            ManagerOperation::AllocateContainers(request) => {
+                self.allocate_whole_pod(request, false)
+            }
+            ManagerOperation::RemoveContainer {
+                manager,
+                state,
+                pod_uid,
+                container,
+            } => self.remove_container(manager, state, &pod_uid, &container),
+            ManagerOperation::PodRequested { manager, pod } => self.pod_requested(manager, &pod),
+        }
+    }
+
     /// The static CPU policy, whatever the node configures.
-    fn cpu_policy(&self) -> Result<std::result::Result<StaticPolicy, wit::ManagerError>> {
+    fn cpu_policy(&self) -> Result<std::result::Result<StaticPolicy, ManagerError>> {
         let topology = self.machine.cpu_topology().map_err(|e| vec![e])?;
         Ok(cpu_policy(&self.cfg, topology).map_err(ConfigError::manager_error))
     }
 
     /// The static memory policy, whatever the node configures.
-    fn memory_policy(&self) -> std::result::Result<MemoryPolicy, wit::ManagerError> {
+    fn memory_policy(&self) -> std::result::Result<MemoryPolicy, ManagerError> {
         memory_policy(&self.cfg, &self.machine).map_err(ConfigError::manager_error)
     }
 
     /// A state whose empty memory machine state stands for the default one.
-    fn with_machine(&self, mut states: States) -> std::result::Result<States, wit::ManagerError> {
+    fn with_machine(
+        &self,
+        mut states: ManagerState,
+    ) -> std::result::Result<ManagerState, ManagerError> {
         if states.memory.machine_state.is_empty() {
             states.memory.machine_state = self.memory_policy()?.default_machine;
         }
         Ok(states)
     }
 
-    fn pod(&self, pod: &wit::Pod, errors: &mut Vec<FieldError>) -> Option<ManagedPod> {
-        managed_pod(pod, self.gates())
-            .map_err(|e| errors.extend(e))
-            .ok()
-    }
-
-    fn check_container(pod: &ManagedPod, name: &str, errors: &mut Vec<FieldError>) {
-        if !pod.has_container(name) {
-            errors.push(invalid(
-                "container",
-                "not an init or app container of the pod",
-                name,
-            ));
-        }
-    }
-
     fn allocation(
         &self,
-        states: &States,
+        states: ManagerState,
         pod: &ManagedPod,
         hint: TopologyHint,
         only: Option<&str>,
-    ) -> wit::ManagerResponse {
+    ) -> OperationResponse {
         let policy = self.cpu_policy().ok().and_then(|p| p.ok());
         let affinities = pod
             .containers
@@ -106,140 +279,101 @@ impl Operation {
             .filter(|(name, _)| only.is_none_or(|o| o == name))
             .map(|(name, _)| (name.clone(), hint))
             .collect();
-        wit::ManagerResponse::Allocated(wit::Allocation {
+        OperationResponse::Allocated {
             assignment: pod_assignment(
                 policy.as_ref(),
                 self.gates(),
-                states,
+                &states,
                 pod,
                 &affinities,
-                &self.machine.all_cpus(),
+                &self.machine,
             ),
-            state: encode_state(states),
-        })
+            state: states,
+        }
     }
 
-    fn start(&self, state: &wit::ManagerState) -> Result<OperationResult> {
-        let mut errors = Vec::new();
-        let states = decode_state(state, "state", &mut errors);
-        let states = ok_or_errors(states, errors)?;
+    fn start(&self, states: &ManagerState) -> Result<OperationOutcome> {
         let managers = match managers(&self.cfg, &self.machine)? {
             Ok(managers) => managers,
             Err(err) => return Ok(Err(err.manager_error())),
         };
-        Ok(start(&managers, &states)
-            .map(|next| wit::ManagerResponse::State(encode_state(&next)))
+        Ok(start(&managers, states)
+            .map(OperationResponse::State)
             .map_err(ConfigError::manager_error))
     }
 
-    fn topology_merge(&self, providers: &[wit::ProviderHints]) -> Result<OperationResult> {
-        let mut errors = Vec::new();
-        let hints: Vec<tm::ProviderHints> = providers
-            .iter()
-            .enumerate()
-            .map(|(i, p)| decode_provider_hints(p, &format!("providers[{i}]"), &mut errors))
-            .collect();
-        let hints = ok_or_errors(hints, errors)?;
+    fn topology_merge(&self, hints: &[tm::ProviderHints]) -> OperationOutcome {
         let manager = match topology_manager(&self.cfg, &self.machine) {
             Ok(manager) => manager,
-            Err(err) => return Ok(Err(err.manager_error())),
+            Err(err) => return Err(err.manager_error()),
         };
-        let (hint, admit) = manager.policy.merge(&hints);
-        Ok(Ok(wit::ManagerResponse::Merged(wit::MergedHint {
-            hint: encode_hint(&hint),
-            admit,
-        })))
+        let (hint, admit) = manager.policy.merge(hints);
+        Ok(OperationResponse::Merged { hint, admit })
     }
 
-    fn take_cpus(&self, request: &wit::TakeCpusRequest) -> Result<OperationResult> {
-        let mut errors = Vec::new();
-        let available = parse_cpuset(&request.available, "available", &mut errors);
-        let topology = self.machine.cpu_topology().map_err(|e| vec![e]);
-        let topology = match topology {
-            Ok(topology) if errors.is_empty() => topology,
-            Ok(_) => return Err(errors),
-            Err(e) => {
-                errors.extend(e);
-                return Err(errors);
-            }
-        };
-        let strategy = match request.sorting {
-            wit::CpuSortingStrategy::Packed => CpuSortingStrategy::Packed,
-            wit::CpuSortingStrategy::Spread => CpuSortingStrategy::Spread,
-        };
-        let num_cpus = request.num_cpus as usize;
+    fn take_cpus(&self, request: &TakeCpus) -> Result<OperationOutcome> {
+        let topology = self.machine.cpu_topology().map_err(|e| vec![e])?;
         let (taken, function) = match request.algorithm {
-            wit::TakeAlgorithm::NumaPacked => (
+            TakeAlgorithm::NumaPacked => (
                 take_by_topology_numa_packed(
                     topology,
-                    &available,
-                    num_cpus,
-                    strategy,
+                    &request.available,
+                    request.num_cpus,
+                    request.sorting,
                     request.prefer_align_by_uncore_cache,
                 ),
                 "takeByTopologyNUMAPacked",
             ),
-            wit::TakeAlgorithm::NumaDistributed => (
+            TakeAlgorithm::NumaDistributed => (
                 take_by_topology_numa_distributed(
                     topology,
-                    &available,
-                    num_cpus,
-                    request.cpu_group_size as usize,
-                    strategy,
+                    &request.available,
+                    request.num_cpus,
+                    request.cpu_group_size,
+                    request.sorting,
                 ),
                 "takeByTopologyNUMADistributed",
             ),
         };
         Ok(taken
-            .map(|cpus| wit::ManagerResponse::Cpus(cpus.to_string()))
+            .map(OperationResponse::Cpus)
             .map_err(|err| unexpected(err.to_string(), function, false)))
     }
 
-    fn allocate_cpus(&self, request: &wit::AllocateCpusRequest) -> Result<OperationResult> {
-        let mut errors = Vec::new();
-        let states = decode_state(&request.state, "state", &mut errors);
-        let reusable = parse_cpuset(&request.reusable, "reusable", &mut errors);
-        let mask = request
-            .numa_affinity
-            .as_ref()
-            .map(|ids| decode_mask(ids, "numaAffinity", &mut errors));
-        let mut states = ok_or_errors(states, errors)?;
+    fn allocate_cpus(
+        &self,
+        mut states: ManagerState,
+        num_cpus: usize,
+        mask: Option<BitMask>,
+        reusable: &CpuSet,
+    ) -> Result<OperationOutcome> {
         let policy = match self.cpu_policy()? {
             Ok(policy) => policy,
             Err(err) => return Ok(Err(err)),
         };
         Ok(
-            match policy.allocate_cpus(
-                &states.cpu,
-                request.num_cpus as usize,
-                mask.map(BitMask::raw),
-                &reusable,
-            ) {
+            match policy.allocate_cpus(&states.cpu, num_cpus, mask.map(BitMask::raw), reusable) {
                 Ok((cpus, next)) => {
                     states.cpu = next;
-                    Ok(wit::ManagerResponse::CpusAllocated(wit::CpusAllocation {
-                        cpus: cpus.to_string(),
-                        state: encode_state(&states),
-                    }))
+                    Ok(OperationResponse::CpusAllocated {
+                        cpus,
+                        state: states,
+                    })
                 }
                 Err(err) => Err(cpu_error(&err, "allocateCPUs", false)),
             },
         )
     }
 
-    fn topology_hints(&self, request: &wit::HintsRequest) -> Result<OperationResult> {
-        let mut errors = Vec::new();
-        let states = decode_state(&request.state, "state", &mut errors);
-        let pod = self.pod(&request.pod, &mut errors);
-        if let (Some(pod), Some(name)) = (&pod, &request.container) {
-            Self::check_container(pod, name, &mut errors);
-        }
-        let (Some(pod), true) = (pod, errors.is_empty()) else {
-            return Err(errors);
-        };
-        let container = request.container.as_deref();
-        let hints = match request.manager {
-            wit::ResourceManager::Cpu => {
+    fn topology_hints(
+        &self,
+        manager: ResourceManager,
+        states: ManagerState,
+        pod: &ManagedPod,
+        container: Option<&str>,
+    ) -> Result<OperationOutcome> {
+        let hints = match manager {
+            ResourceManager::Cpu => {
                 let policy = match self.cpu_policy()? {
                     Ok(policy) => policy,
                     Err(err) => return Ok(Err(err)),
@@ -251,7 +385,7 @@ impl Operation {
                     None => policy.get_pod_topology_hints(&states.cpu, &pod.cpu, self.gates()),
                 }
             }
-            wit::ResourceManager::Memory => {
+            ResourceManager::Memory => {
                 let states = match self.with_machine(states) {
                     Ok(states) => states,
                     Err(err) => return Ok(Err(err)),
@@ -263,26 +397,19 @@ impl Operation {
                 }
             }
         };
-        Ok(Ok(wit::ManagerResponse::Hints(encode_provider_hints(
-            &hints,
-        ))))
+        Ok(Ok(OperationResponse::Hints(hints)))
     }
 
-    fn allocate(&self, request: &wit::ContainerRequest) -> Result<OperationResult> {
-        let mut errors = Vec::new();
-        let states = decode_state(&request.state, "state", &mut errors);
-        let hint = decode_hint(&request.hint, "hint", &mut errors);
-        let pod = self.pod(&request.pod, &mut errors);
-        if let Some(pod) = &pod {
-            Self::check_container(pod, &request.container, &mut errors);
-        }
-        let (Some(pod), true) = (pod, errors.is_empty()) else {
-            return Err(errors);
-        };
-        let name = request.container.as_str();
-        let mut states = states;
-        match request.manager {
-            wit::ResourceManager::Cpu => {
+    fn allocate(
+        &self,
+        manager: ResourceManager,
+        mut states: ManagerState,
+        pod: &ManagedPod,
+        name: &str,
+        hint: TopologyHint,
+    ) -> Result<OperationOutcome> {
+        match manager {
+            ResourceManager::Cpu => {
                 let policy = match self.cpu_policy()? {
                     Ok(policy) => policy,
                     Err(err) => return Ok(Err(err)),
@@ -298,7 +425,7 @@ impl Operation {
                     Err(err) => return Ok(Err(cpu_error(&err, "Allocate", false))),
                 }
             }
-            wit::ResourceManager::Memory => {
+            ResourceManager::Memory => {
                 states = match self.with_machine(states) {
                     Ok(states) => states,
                     Err(err) => return Ok(Err(err)),
@@ -310,26 +437,24 @@ impl Operation {
                 }
             }
         }
-        Ok(Ok(self.allocation(&states, &pod, hint, Some(name))))
+        Ok(Ok(self.allocation(states, pod, hint, Some(name))))
     }
 
     /// `allocate-pod` (`per_pod`) or `allocate-containers`.
     fn allocate_whole_pod(
         &self,
-        request: &wit::PodRequest,
+        request: PodAllocation,
         per_pod: bool,
-    ) -> Result<OperationResult> {
-        let mut errors = Vec::new();
-        let states = decode_state(&request.state, "state", &mut errors);
-        let hint = decode_hint(&request.hint, "hint", &mut errors);
-        let pod = self.pod(&request.pod, &mut errors);
-        let (Some(pod), true) = (pod, errors.is_empty()) else {
-            return Err(errors);
-        };
-        let mut states = states;
+    ) -> Result<OperationOutcome> {
+        let PodAllocation {
+            manager,
+            state: mut states,
+            pod,
+            hint,
+        } = request;
         let gates = self.gates();
-        match request.manager {
-            wit::ResourceManager::Cpu => {
+        match manager {
+            ResourceManager::Cpu => {
                 let policy = match self.cpu_policy()? {
                     Ok(policy) => policy,
                     Err(err) => return Ok(Err(err)),
@@ -349,7 +474,7 @@ impl Operation {
                     Err(err) => return Ok(Err(err)),
                 }
             }
-            wit::ResourceManager::Memory => {
+            ResourceManager::Memory => {
                 states = match self.with_machine(states) {
                     Ok(states) => states,
                     Err(err) => return Ok(Err(err)),
@@ -372,46 +497,43 @@ impl Operation {
                 }
             }
         }
-        Ok(Ok(self.allocation(&states, &pod, hint, None)))
+        Ok(Ok(self.allocation(states, &pod, hint, None)))
     }
 
-    fn remove_container(&self, request: &wit::RemoveRequest) -> Result<OperationResult> {
-        let mut errors = Vec::new();
-        let states = decode_state(&request.state, "state", &mut errors);
-        let mut states = ok_or_errors(states, errors)?;
-        match request.manager {
-            wit::ResourceManager::Cpu => {
+    fn remove_container(
+        &self,
+        manager: ResourceManager,
+        mut states: ManagerState,
+        pod_uid: &str,
+        container: &str,
+    ) -> Result<OperationOutcome> {
+        match manager {
+            ResourceManager::Cpu => {
                 let policy = match self.cpu_policy()? {
                     Ok(policy) => policy,
                     Err(err) => return Ok(Err(err)),
                 };
-                states.cpu = policy.remove_container(
-                    &states.cpu,
-                    &request.pod_uid,
-                    &request.container,
-                    self.gates(),
-                );
+                states.cpu = policy.remove_container(&states.cpu, pod_uid, container, self.gates());
             }
-            wit::ResourceManager::Memory => {
+            ResourceManager::Memory => {
                 states.memory = mm::remove_container(
                     PodLevelGates::from(self.gates()),
                     &states.memory,
-                    &request.pod_uid,
-                    &request.container,
+                    pod_uid,
+                    container,
                 );
             }
         }
-        Ok(Ok(wit::ManagerResponse::State(encode_state(&states))))
+        Ok(Ok(OperationResponse::State(states)))
     }
 
-    fn pod_requested(&self, request: &wit::PodRequestedRequest) -> Result<OperationResult> {
-        let mut errors = Vec::new();
-        let pod = self.pod(&request.pod, &mut errors);
-        let Some(pod) = pod else {
-            return Err(errors);
-        };
-        let requested: Vec<(String, u64)> = match request.manager {
-            wit::ResourceManager::Cpu => {
+    fn pod_requested(
+        &self,
+        manager: ResourceManager,
+        pod: &ManagedPod,
+    ) -> Result<OperationOutcome> {
+        let requested: Vec<(String, u64)> = match manager {
+            ResourceManager::Cpu => {
                 let policy = match self.cpu_policy()? {
                     Ok(policy) => policy,
                     Err(err) => return Ok(Err(err)),
@@ -419,94 +541,12 @@ impl Operation {
                 let cpus = policy.pod_guaranteed_cpus(&pod.cpu, self.gates());
                 vec![("cpu".to_string(), u64::try_from(cpus).unwrap_or(u64::MAX))]
             }
-            wit::ResourceManager::Memory => {
+            ResourceManager::Memory => {
                 mm::get_pod_requested_resources(PodLevelGates::from(self.gates()), &pod.memory)
                     .into_iter()
                     .collect()
             }
         };
-        Ok(Ok(wit::ManagerResponse::Requested(
-            requested
-                .into_iter()
-                .map(|(resource_name, amount)| wit::RequestedResource {
-                    resource_name,
-                    amount,
-                })
-                .collect(),
-        )))
-    }
-}
-
-/// Export `manager-operation`: one upstream manager function on explicit inputs.
-pub fn manager_operation(
-    request: &wit::ManagerRequest,
-    topology: &wit::NodeTopology,
-    node: &wit::NodeSettings,
-) -> Result<OperationResult> {
-    let mut errors = Vec::new();
-    let cfg = decode_config(node).map_err(|e| errors.extend(e)).ok();
-    let machine = Machine::decode(topology, &mut errors);
-    let (Some(cfg), true) = (cfg, errors.is_empty()) else {
-        return Err(errors);
-    };
-    let op = Operation { cfg, machine };
-    match request {
-        wit::ManagerRequest::Start(state) => op.start(state),
-        wit::ManagerRequest::TopologyMerge(providers) => op.topology_merge(providers),
-        wit::ManagerRequest::TakeCpus(r) => op.take_cpus(r),
-        wit::ManagerRequest::AllocateCpus(r) => op.allocate_cpus(r),
-        wit::ManagerRequest::TopologyHints(r) => op.topology_hints(r),
-        wit::ManagerRequest::Allocate(r) => op.allocate(r),
-        wit::ManagerRequest::AllocatePod(r) => op.allocate_whole_pod(r, true),
-        wit::ManagerRequest::AllocateContainers(r) => op.allocate_whole_pod(r, false),
-        wit::ManagerRequest::RemoveContainer(r) => op.remove_container(r),
-        wit::ManagerRequest::PodRequested(r) => op.pod_requested(r),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::managers::test_support::{empty_state, node, topology};
-
-    #[test]
-    fn operations_report_upstream_errors() {
-        // NewStaticPolicy refuses a reserved set of the wrong size.
-        let mut settings = node("pod");
-        settings.reserved_system_cpus = Some("0-1".into());
-        let out = manager_operation(
-            &wit::ManagerRequest::Start(empty_state()),
-            &topology(),
-            &settings,
-        )
-        .unwrap();
-        let err = out.unwrap_err();
-        assert_eq!(err.kind, wit::ManagerErrorKind::Configuration);
-        assert_eq!(err.function, "NewStaticPolicy");
-        assert_eq!(
-            err.message,
-            "[cpumanager] unable to reserve the required amount of CPUs (size of 0-1 did not equal 1)"
-        );
-        // takeByTopology on too few CPUs.
-        let take = wit::ManagerRequest::TakeCpus(wit::TakeCpusRequest {
-            algorithm: wit::TakeAlgorithm::NumaPacked,
-            available: "0-1".into(),
-            num_cpus: 3,
-            cpu_group_size: 1,
-            sorting: wit::CpuSortingStrategy::Packed,
-            prefer_align_by_uncore_cache: false,
-        });
-        let err = manager_operation(&take, &topology(), &node("pod"))
-            .unwrap()
-            .unwrap_err();
-        assert_eq!(
-            err.message,
-            "not enough cpus available to satisfy request: requested=3, available=2"
-        );
-        // Bad input stays a field error.
-        let mut no_cpus = topology();
-        no_cpus.cpus.clear();
-        let errors = manager_operation(&take, &no_cpus, &node("pod")).unwrap_err();
-        assert_eq!(errors[0].field, "topology.cpus");
+        Ok(Ok(OperationResponse::Requested(requested)))
     }
 }

@@ -12,30 +12,32 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::Result;
-use super::decode::{duplicate, field_error, non_negative_bytes};
+use super::config::non_negative_bytes;
+use super::errors::{FieldError, FieldErrorType};
 use crate::cpu_manager::{
     ContainerKind as CpuContainerKind, ContainerSpec, PodLevelResources, PodSpec,
+    QosClass as CpuQosClass,
 };
 use crate::features::FeatureGates;
 use crate::memory_manager::{self as mm, MemoryContainer, MemoryPod};
-use crate::model::{self, Pod};
+use crate::model::{self, ContainerKind, Pod};
 use crate::quantity::Quantity;
-use crate::wit::{self, ErrorReason};
 
 /// A pod as both managers see it.
 #[derive(Clone, Debug)]
-pub(super) struct ManagedPod {
+pub struct ManagedPod {
     pub(super) uid: String,
     pub(super) cpu: PodSpec,
     pub(super) memory: MemoryPod,
     /// Init containers then app containers, with their kinds.
-    pub(super) containers: Vec<(String, wit::ContainerKind)>,
+    pub(super) containers: Vec<(String, ContainerKind)>,
     /// `IsPodLevelResourcesSet`.
     pub(super) pod_level_set: bool,
 }
 
 impl ManagedPod {
-    pub(super) fn has_container(&self, name: &str) -> bool {
+    /// Whether `name` is one of the pod's init or app containers.
+    pub fn has_container(&self, name: &str) -> bool {
         self.containers.iter().any(|(n, _)| n == name)
     }
 }
@@ -55,22 +57,22 @@ fn memory_requests(map: &model::ResourceMap) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// Decode a WIT pod for the managers (ephemeral containers are not managed).
-pub(super) fn managed_pod(wit_pod: &wit::Pod, gates: &FeatureGates) -> Result<ManagedPod> {
-    let pod = Pod::decode(wit_pod)?;
+/// The pod `uid` (already decoded) as the managers see it; ephemeral
+/// containers are not managed.
+pub(crate) fn managed_pod(uid: &str, pod: &Pod, gates: &FeatureGates) -> Result<ManagedPod> {
     let mut errors = Vec::new();
-    if wit_pod.uid.is_empty() {
-        errors.push(field_error(
+    if uid.is_empty() {
+        errors.push(FieldError::new(
             "uid",
-            ErrorReason::Required,
+            FieldErrorType::Required,
             "the managers key their state by pod UID",
             None,
         ));
     }
     if pod.containers.is_empty() {
-        errors.push(field_error(
+        errors.push(FieldError::new(
             "spec.containers",
-            ErrorReason::Required,
+            FieldErrorType::Required,
             "a pod needs at least one container",
             None,
         ));
@@ -78,14 +80,14 @@ pub(super) fn managed_pod(wit_pod: &wit::Pod, gates: &FeatureGates) -> Result<Ma
     let mut names = BTreeSet::new();
     for c in pod.init_and_regular() {
         if c.name.is_empty() {
-            errors.push(field_error(
+            errors.push(FieldError::new(
                 format!("{}.name", c.path()),
-                ErrorReason::Required,
+                FieldErrorType::Required,
                 "containers need a name",
                 None,
             ));
         } else if !names.insert(c.name.as_str()) {
-            errors.push(duplicate(format!("{}.name", c.path()), &c.name));
+            errors.push(FieldError::duplicate(format!("{}.name", c.path()), &c.name));
         }
     }
     if !errors.is_empty() {
@@ -117,7 +119,7 @@ pub(super) fn managed_pod(wit_pod: &wit::Pod, gates: &FeatureGates) -> Result<Ma
         })
         .unwrap_or_default();
     let cpu = PodSpec {
-        uid: wit_pod.uid.clone(),
+        uid: uid.to_string(),
         pod_level,
         init_containers: pod.init_containers.iter().map(spec).collect(),
         containers: pod.containers.iter().map(spec).collect(),
@@ -128,11 +130,11 @@ pub(super) fn managed_pod(wit_pod: &wit::Pod, gates: &FeatureGates) -> Result<Ma
         requests: memory_requests(c.resources.requests()),
         equivalent_guaranteed: cpu.is_equivalent_guaranteed(),
     };
-    let pod_level_set = crate::resources::pod_level_resources_set(&pod);
+    let pod_level_set = crate::resources::pod_level_resources_set(pod);
     let memory = MemoryPod {
-        uid: wit_pod.uid.clone(),
+        uid: uid.to_string(),
         // Both managers see the class the CPU manager computes (ComputePodQOS over cpu and memory).
-        guaranteed: cpu.qos_class(gates) == wit::QosClass::Guaranteed,
+        guaranteed: cpu.qos_class(gates) == CpuQosClass::Guaranteed,
         init_containers: pod
             .init_containers
             .iter()
@@ -153,10 +155,10 @@ pub(super) fn managed_pod(wit_pod: &wit::Pod, gates: &FeatureGates) -> Result<Ma
             .unwrap_or_default(),
     };
     Ok(ManagedPod {
-        uid: wit_pod.uid.clone(),
+        uid: uid.to_string(),
         containers: pod
             .init_and_regular()
-            .map(|c| (c.name.clone(), c.kind.to_wit()))
+            .map(|c| (c.name.clone(), c.kind))
             .collect(),
         cpu,
         memory,

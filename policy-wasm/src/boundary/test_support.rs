@@ -1,7 +1,8 @@
 //! Builders shared by the managers' unit tests: WIT pods and containers,
 //! a dual-socket topology and node settings with both static policies.
 
-use super::state::{States, encode_state};
+use super::managers::encode_state;
+use crate::managers::ManagerState;
 use crate::wit;
 
 /// One GiB.
@@ -104,7 +105,7 @@ pub(super) fn node(scope: &str) -> wit::NodeSettings {
 
 /// The empty state, as a host starts.
 pub(super) fn empty_state() -> wit::ManagerState {
-    encode_state(&States::default())
+    encode_state(&ManagerState::default())
 }
 
 /// `node` with topology `policy` and the CPU manager `options`.
