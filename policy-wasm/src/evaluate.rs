@@ -28,7 +28,7 @@ pub fn validate_node(node: &wit::NodeSettings) -> Vec<FieldError> {
         Err(errors) => errors,
         Ok(config) => {
             let mut errors = config.validate_allocatable();
-            errors.extend(crate::managers::validate_config(node));
+            errors.extend(crate::boundary::managers::validate_config(node));
             errors
         }
     }
@@ -36,7 +36,7 @@ pub fn validate_node(node: &wit::NodeSettings) -> Vec<FieldError> {
 
 /// Export `managers-active`.
 pub fn managers_active(node: &wit::NodeSettings) -> bool {
-    crate::managers::places_pods(node)
+    crate::boundary::managers::places_pods(node)
 }
 
 /// Export `default-pod`.
@@ -293,7 +293,7 @@ pub fn admit(
     state: &wit::ManagerState,
     node: &wit::NodeSettings,
 ) -> Result<wit::Admission> {
-    crate::managers::admit(pod, topology, state, node)
+    crate::boundary::managers::admit(pod, topology, state, node)
 }
 
 /// Export `release`: `RemoveContainer` on the configured managers.
@@ -304,7 +304,7 @@ pub fn release(
     state: &wit::ManagerState,
     node: &wit::NodeSettings,
 ) -> Result<wit::ManagerState> {
-    crate::managers::release(pod_uid, container, topology, state, node)
+    crate::boundary::managers::release(pod_uid, container, topology, state, node)
 }
 
 /// Export `manager-operation`: one upstream manager function on explicit inputs.
@@ -312,6 +312,6 @@ pub fn manager_operation(
     request: &wit::ManagerRequest,
     topology: &wit::NodeTopology,
     node: &wit::NodeSettings,
-) -> Result<crate::managers::OperationResult> {
-    crate::managers::manager_operation(request, topology, node)
+) -> Result<crate::boundary::testing::OperationResult> {
+    crate::boundary::testing::manager_operation(request, topology, node)
 }

@@ -84,12 +84,6 @@ pub(crate) use self::config::{Config, non_negative_bytes};
 pub(crate) use self::container_manager::node_managers;
 pub(crate) use self::pod::managed_pod;
 
-// The exports `evaluate` still calls by their old `managers::` paths (kept
-// until `evaluate` calls `crate::boundary` itself): they live in the
-// boundary, which decodes, calls the core above and encodes.
-pub use crate::boundary::managers::{admit, places_pods, release, validate_config};
-pub use crate::boundary::testing::{OperationResult, manager_operation};
-
 /// What the managers give for input they cannot work with: the value, or
 /// every field error found (so one call reports all of them).
 type Result<T> = std::result::Result<T, Vec<FieldError>>;

@@ -525,7 +525,7 @@ fn changes(
         }
         let rises = magnitude(&after_value) >= magnitude(&before_value);
         let file = CgroupFile {
-            file: name.clone(),
+            file: *name,
             value: after_value,
         };
         if rises {
