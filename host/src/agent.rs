@@ -173,6 +173,9 @@ pub struct Agent {
     /// The files of the last commit (an unchanged pass commits nothing).
     committed: Option<Vec<(&'static str, Vec<u8>)>>,
     managers: Option<Managers>,
+    /// The node prepared (without a topology) in a warm instance for each
+    /// pass's validate-default-evaluate: only the pods cross.
+    evaluator: Option<PreparedPolicy>,
     started: Instant,
     first_decision: Option<Duration>,
 }
@@ -268,6 +271,7 @@ impl Agent {
             heartbeat: Arc::new(Heartbeat::new()),
             committed: None,
             managers,
+            evaluator: None,
             started,
             first_decision: None,
         })
@@ -472,7 +476,15 @@ impl Agent {
                 continue;
             }
             let began = Instant::now();
-            let evaluated = crate::explain(&policy, &doc, &node);
+            let evaluated =
+                match PreparedPolicy::reuse_or_prepare(&mut self.evaluator, &policy, &node, None) {
+                    Ok(Ok(prepared)) => crate::explain_prepared(prepared, &doc),
+                    Ok(Err(errors)) => Err(anyhow!(
+                        "the policy cannot evaluate pods on this node: {}",
+                        format_field_errors(&errors)
+                    )),
+                    Err(e) => Err(e),
+                };
             self.metrics
                 .evaluation_duration
                 .observe(began.elapsed().as_secs_f64());
@@ -689,7 +701,7 @@ impl Agent {
     /// manifest explains (see [`Agent::reconcile_inner`]).
     fn release_unrecorded(
         &mut self,
-        policy: &PolicyRuntime,
+        policy: &Arc<PolicyRuntime>,
         present: &BTreeSet<String>,
         report: &mut ReconcileReport,
     ) -> Result<()> {
@@ -703,6 +715,7 @@ impl Agent {
                 continue;
             }
             state = release_containers(
+                &mut managers.prepared,
                 policy,
                 &managers.topology,
                 &self.options.node,
@@ -979,7 +992,7 @@ impl Agent {
     /// pass removes it again (a missing cgroup counts as removed).
     fn remove_pod(
         &mut self,
-        policy: &PolicyRuntime,
+        policy: &Arc<PolicyRuntime>,
         root: &CgroupRoot,
         uid: &str,
         report: &mut ReconcileReport,
@@ -1011,6 +1024,7 @@ impl Agent {
             && (applied.managed || managers.admissions.contains_key(uid))
         {
             managers.state = release_containers(
+                &mut managers.prepared,
                 policy,
                 &managers.topology,
                 &self.options.node,
@@ -1195,9 +1209,13 @@ fn admit_prepared(
 }
 
 /// `state` with each of `containers` of the pod `uid` released (the pod's
-/// resources go with its last container); `shown` names the pod in errors.
+/// resources go with its last container) on the node prepared in `slot`
+/// (made or remade for this policy, node and topology, as for admissions);
+/// `shown` names the pod in errors.
+#[allow(clippy::too_many_arguments)]
 fn release_containers<'a>(
-    policy: &PolicyRuntime,
+    slot: &mut Option<PreparedPolicy>,
+    policy: &Arc<PolicyRuntime>,
     topology: &NodeTopology,
     node: &NodeSettings,
     mut state: ManagerState,
@@ -1206,7 +1224,11 @@ fn release_containers<'a>(
     containers: impl IntoIterator<Item = &'a String>,
 ) -> Result<ManagerState> {
     for container in containers {
-        state = match policy.release(uid, container, topology, &state, node)? {
+        let answer = match PreparedPolicy::reuse_or_prepare(slot, policy, node, Some(topology))? {
+            Ok(prepared) => prepared.release(uid, container, &state)?,
+            Err(errors) => Err(errors),
+        };
+        state = match answer {
             Ok(state) => state,
             Err(errors) => bail!(
                 "releasing {shown}/{container}: {}",

@@ -194,6 +194,12 @@ pub mod bindings {
         call_prepare => "prepared"."[static]prepared-node.prepare"(
             node: &NodeSettings, topology: Option<&NodeTopology>
         ) -> Result<wasmtime::component::ResourceAny, Errors>;
+        call_prepared_validate_pod => "prepared"."[method]prepared-node.validate-pod"(
+            prepared: wasmtime::component::ResourceAny, pod: &Pod
+        ) -> Errors;
+        call_prepared_default_pod => "prepared"."[method]prepared-node.default-pod"(
+            prepared: wasmtime::component::ResourceAny, pod: &Pod
+        ) -> Result<DefaultedPod, Errors>;
         call_prepared_evaluate => "prepared"."[method]prepared-node.evaluate"(
             prepared: wasmtime::component::ResourceAny, pod: &Pod
         ) -> Result<PodEvaluation, Errors>;
@@ -685,6 +691,29 @@ pub fn explain(
     doc: &pod_input::PodDocument,
     node: &NodeSettings,
 ) -> Result<evaluation::PodOutcome> {
+    Ok(pod_outcome(
+        doc,
+        policy.validate_default_evaluate(&doc.pod, node)?,
+    ))
+}
+
+/// [`explain`] on a node prepared in a warm instance (the long-lived
+/// hosts' way: only the pod crosses).
+pub fn explain_prepared(
+    prepared: &mut runtime::PreparedPolicy,
+    doc: &pod_input::PodDocument,
+) -> Result<evaluation::PodOutcome> {
+    Ok(pod_outcome(
+        doc,
+        prepared.validate_default_evaluate(&doc.pod)?,
+    ))
+}
+
+/// A pod's outcome from its validate-default-evaluate answer.
+fn pod_outcome(
+    doc: &pod_input::PodDocument,
+    answer: PolicyResult<(bindings::DefaultedPod, PodEvaluation)>,
+) -> evaluation::PodOutcome {
     let name = if doc.pod.namespace.is_empty() {
         doc.pod.name.clone()
     } else {
@@ -695,7 +724,7 @@ pub fn explain(
         source: doc.origin.clone(),
         verdict,
     };
-    Ok(match policy.validate_default_evaluate(&doc.pod, node)? {
+    match answer {
         Ok((defaulted, evaluation)) => outcome(evaluation::Verdict::Evaluated(Box::new(
             evaluation::EvaluatedPod {
                 defaulted: defaulted.pod,
@@ -704,7 +733,7 @@ pub fn explain(
             },
         ))),
         Err(errors) => outcome(evaluation::Verdict::Invalid(errors)),
-    })
+    }
 }
 
 /// The README's Rust examples, compiled and run as doctests.

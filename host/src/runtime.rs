@@ -626,6 +626,49 @@ impl PreparedPolicy {
         self.prepared_count
     }
 
+    /// `validate-pod`, `default-pod` and `evaluate` of `pod` on the
+    /// prepared node, in one call of the instance, as
+    /// [`PolicyRuntime::validate_default_evaluate`] does them: `Err` in the
+    /// answer is the first step's field errors.
+    pub fn validate_default_evaluate(
+        &mut self,
+        pod: &crate::bindings::Pod,
+    ) -> Result<
+        crate::PolicyResult<(
+            crate::bindings::DefaultedPod,
+            crate::bindings::PodEvaluation,
+        )>,
+    > {
+        self.call(|p, s, node| {
+            let errors = p.call_prepared_validate_pod(&mut *s, node, pod)?;
+            if !errors.is_empty() {
+                return Ok(Err(errors));
+            }
+            let defaulted = match p.call_prepared_default_pod(&mut *s, node, pod)? {
+                Ok(defaulted) => defaulted,
+                Err(errors) => return Ok(Err(errors)),
+            };
+            Ok(p.call_prepared_evaluate(&mut *s, node, &defaulted.pod)?
+                .map(|evaluation| (defaulted, evaluation)))
+        })
+    }
+
+    /// `validate-pod` of `pod` on the prepared node.
+    pub fn validate_pod(
+        &mut self,
+        pod: &crate::bindings::Pod,
+    ) -> Result<Vec<crate::bindings::FieldError>> {
+        self.call(|p, s, node| p.call_prepared_validate_pod(s, node, pod))
+    }
+
+    /// `default-pod` of `pod` on the prepared node.
+    pub fn default_pod(
+        &mut self,
+        pod: &crate::bindings::Pod,
+    ) -> Result<crate::PolicyResult<crate::bindings::DefaultedPod>> {
+        self.call(|p, s, node| p.call_prepared_default_pod(s, node, pod))
+    }
+
     /// `evaluate` of `pod` on the prepared node.
     pub fn evaluate(
         &mut self,

@@ -130,6 +130,12 @@ impl exported::prepared::GuestPreparedNode for PreparedNodeResource {
         crate::prepared::PreparedNode::prepare(&node, topology.as_ref())
             .map(|prepared| exported::prepared::PreparedNode::new(PreparedNodeResource(prepared)))
     }
+    fn validate_pod(&self, pod: Pod) -> Vec<FieldError> {
+        self.0.validate_pod(&pod)
+    }
+    fn default_pod(&self, pod: Pod) -> Result<DefaultedPod, Vec<FieldError>> {
+        self.0.default_pod(&pod)
+    }
     fn evaluate(&self, pod: Pod) -> Result<PodEvaluation, Vec<FieldError>> {
         self.0.evaluate(&pod)
     }

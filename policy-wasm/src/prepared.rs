@@ -56,6 +56,16 @@ impl PreparedNode {
         }
     }
 
+    /// `validate-pod` of `pod` on this node.
+    pub fn validate_pod(&self, pod: &wit::Pod) -> Vec<wit::FieldError> {
+        crate::validation::validate_pod(pod, &self.node)
+    }
+
+    /// `default-pod` of `pod` on this node.
+    pub fn default_pod(&self, pod: &wit::Pod) -> Result<wit::DefaultedPod> {
+        crate::defaults::default_pod(pod, &self.node.gates)
+    }
+
     /// `evaluate` of `pod` on this node.
     pub fn evaluate(&self, pod: &wit::Pod) -> Result<wit::PodEvaluation> {
         evaluate_decoded(Pod::decode(pod)?, &self.node)

@@ -348,7 +348,18 @@ fn garbage_output_writes_nothing_and_the_agent_survives() {
 
 #[test]
 fn empty_answers_fail_the_sanity_checks_and_write_nothing() {
-    expect_contained(Hostility::Zeros, &["the policy answered for containers"]);
+    // The agent evaluates on a prepared node: an all-zero answer to
+    // `prepare` is resource handle 0, which wasmtime refuses before the
+    // host uses any answer. (The sanity checks on a well-formed empty
+    // evaluation are `apply::check_pod_output`'s, tested in
+    // kubelet_parity.rs.)
+    expect_contained(
+        Hostility::Zeros,
+        &[
+            "preparing the node: unknown handle index 0",
+            "the policy answered for containers",
+        ],
+    );
 }
 
 #[test]

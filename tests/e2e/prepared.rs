@@ -46,6 +46,63 @@ fn dual_socket() -> NodeTopology {
     )
 }
 
+/// Validate, default and evaluate on the prepared node (what the agent and
+/// the NRI plugin run per pod) answer as the one-shot exports do, on one
+/// warm instance: every fixture pod, one the API server would refuse
+/// (a negative request) and one with a malformed quantity.
+#[test]
+fn prepared_validate_default_evaluate_answers_as_the_one_shot_exports() {
+    let policy = runtime(Limits::default());
+    let node = node("node-1000gi.yaml");
+    let mut prepared = PreparedPolicy::new(policy.clone(), node.clone(), None)
+        .expect("call")
+        .expect("the node prepares");
+    let mut pods = fixture_pods();
+    for quantity in ["-1", "1.5.5"] {
+        let mut bad = pods[0].clone();
+        bad.name = format!("bad-{quantity}");
+        bad.spec.containers[0].resources = Some(podpolicy::bindings::ResourceRequirements {
+            requests: Some(vec![podpolicy::bindings::ResourceQuantity {
+                name: "cpu".into(),
+                quantity: quantity.into(),
+            }]),
+            limits: None,
+        });
+        pods.push(bad);
+    }
+    let (mut valid, mut invalid) = (0, 0);
+    for pod in &pods {
+        assert_eq!(
+            prepared.validate_pod(pod).expect("call"),
+            policy.validate_pod(pod, &node).expect("call"),
+            "validate {}",
+            pod.name
+        );
+        assert_eq!(
+            prepared.default_pod(pod).expect("call"),
+            policy.default_pod(pod, &node).expect("call"),
+            "default {}",
+            pod.name
+        );
+        let one_shot = policy.validate_default_evaluate(pod, &node).expect("call");
+        match &one_shot {
+            Ok(_) => valid += 1,
+            Err(_) => invalid += 1,
+        }
+        assert_eq!(
+            prepared.validate_default_evaluate(pod).expect("call"),
+            one_shot,
+            "validate-default-evaluate {}",
+            pod.name
+        );
+    }
+    assert!(
+        valid >= 10 && invalid >= 2,
+        "{valid} valid, {invalid} invalid"
+    );
+    assert_eq!(prepared.prepared_count(), 1, "one warm instance throughout");
+}
+
 /// Every fixture pod (the invalid ones included) gets the one-shot
 /// `evaluate`'s answer from the prepared node, on one warm instance.
 #[test]

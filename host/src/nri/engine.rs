@@ -123,6 +123,10 @@ pub struct Engine {
     state_dir: StateDir,
     state: NriState,
     managers: Option<Managers>,
+    /// The node prepared (without a topology) in a warm instance for
+    /// validating, defaulting and evaluating pods: each answer sends only
+    /// the pod; made again after a policy swap or a sandbox failure.
+    evaluator: Option<PreparedPolicy>,
     /// Sandboxes seen, by id.
     sandboxes: HashMap<String, api::PodSandbox>,
     /// Containers seen, by id, with a sequence number for creation order.
@@ -296,6 +300,7 @@ impl Engine {
             state_dir,
             state,
             managers,
+            evaluator: None,
             sandboxes: HashMap::new(),
             containers: HashMap::new(),
             seq: 0,
@@ -356,9 +361,21 @@ impl Engine {
     /// Validate, default and evaluate through the component; a rejected
     /// pod, or one whose QoS class contradicts its cgroup parent, is an
     /// error (no adjustment).
-    fn evaluate(&self, policy: &PolicyRuntime, rebuilt: &Rebuilt) -> Result<(PodEvaluation, Pod)> {
-        let (defaulted, eval) = policy
-            .validate_default_evaluate(&rebuilt.doc.pod, &self.node)?
+    fn evaluate(
+        &mut self,
+        policy: &Arc<PolicyRuntime>,
+        rebuilt: &Rebuilt,
+    ) -> Result<(PodEvaluation, Pod)> {
+        let evaluator =
+            PreparedPolicy::reuse_or_prepare(&mut self.evaluator, policy, &self.node, None)?
+                .map_err(|e| {
+                    anyhow!(
+                        "the policy cannot evaluate pods on this node: {}",
+                        format_field_errors(&e)
+                    )
+                })?;
+        let (defaulted, eval) = evaluator
+            .validate_default_evaluate(&rebuilt.doc.pod)?
             .map_err(|e| anyhow!("the policy rejects the pod: {}", format_field_errors(&e)))?;
         if let Some(parent) = rebuilt.parent_qos
             && parent != eval.qos_class
