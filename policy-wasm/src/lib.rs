@@ -16,6 +16,8 @@
 //! - [`oom`]: per-container `oom_score_adj`.
 //! - [`memory_qos`]: Memory QoS (KEP-2570) memory.min / memory.low / memory.high.
 //! - [`cgroup`]: pod and container cgroup values (`ResourceConfigForPod`, CRI resources, v2 files).
+//! - [`cgroup_file`]: a cgroup v2 file and its value, as the core computes them.
+//! - [`placement`]: the cgroup files an admission implies (cpusets, `cpu.max`).
 //! - [`cpuset`]: CPU sets in the Kubernetes/Linux list format (`"0-3,8"`).
 //! - [`cpu_topology`]: the node's CPU topology (cores, sockets, NUMA nodes, uncore caches).
 //! - [`cpu_manager`]: the static CPU manager policy, CPU assignment and KEP-5526 pod-level CPUs.
@@ -262,6 +264,7 @@ pub mod wit {
 
 pub mod boundary;
 pub mod cgroup;
+pub mod cgroup_file;
 pub mod cpu_manager;
 pub mod cpu_topology;
 pub mod cpuset;

@@ -5,9 +5,9 @@
 //!
 //! The exports `admit` and `release`, the prepared node's managers, and
 //! the managers' part of `validate-node` and `managers-active` decode
-//! here, call the core, and encode its answer; the placement files of an
-//! admission are built here from the encoded assignment
-//! ([`crate::placement`] works on the WIT assignment).
+//! here, call the core, and encode its answer; an admission's placement
+//! files are computed by [`crate::placement`] from the core assignment and
+//! encoded with it ([`super::cgroup`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -32,6 +32,7 @@ use crate::memory_manager::{
 };
 use crate::model::{self, Pod, truncate};
 use crate::node::NodeConfig;
+use crate::placement::PlacementFiles;
 use crate::topology::{self as tm, BitMask, TopologyHint};
 use crate::wit::{self, FieldError};
 
@@ -843,16 +844,15 @@ pub fn encode_assignment(assignment: PodAssignment) -> wit::PodAssignment {
 /// An admission as the WIT `admission`, with the placement files of an
 /// admitted pod.
 pub fn encode_admission(admission: Admission) -> wit::Admission {
-    let assignment = encode_assignment(admission.assignment);
     let files = match &admission.placement {
-        Some(inputs) => {
-            crate::placement::placement_files(&assignment, &inputs.numa_nodes, inputs.cfs_period_us)
-        }
-        None => wit::PlacementFiles {
-            pod: Vec::new(),
-            containers: Vec::new(),
-        },
+        Some(inputs) => crate::placement::placement_files(
+            &admission.assignment,
+            &inputs.numa_nodes,
+            inputs.cfs_period_us,
+        ),
+        None => PlacementFiles::default(),
     };
+    let assignment = encode_assignment(admission.assignment);
     wit::Admission {
         rejection: admission.rejection.map(wit::ManagerError::from),
         rule: admission.rule,
@@ -863,7 +863,7 @@ pub fn encode_admission(admission: Admission) -> wit::Admission {
             .collect(),
         assignment,
         state: encode_state(&admission.state),
-        files,
+        files: files.into(),
     }
 }
 
