@@ -14,10 +14,11 @@ use std::collections::BTreeMap;
 
 use crate::model::{Container, ContainerKind, Pod, ResourceMap};
 use crate::node::NodeConfig;
+use crate::qos::QosClass;
 use crate::quantity::Quantity;
 use crate::resources::{self, pod_level_resources_set};
 use crate::wit::{
-    CgroupFile, CgroupFileName, CgroupValue, CpuMaxValue, CpuWeightCurve, HugepageLimit, QosClass,
+    CgroupFile, CgroupFileName, CgroupValue, CpuMaxValue, CpuWeightCurve, HugepageLimit,
     ResourceConfig,
 };
 

@@ -144,7 +144,7 @@ impl Totals {
 /// Export `qos-class`.
 pub fn qos_class(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<wit::QosClass> {
     let (pod, node) = decode(pod, node)?;
-    Ok(qos::pod_qos(&pod, &node.gates))
+    Ok(qos::pod_qos(&pod, &node.gates).into())
 }
 
 /// Export `pod-resource-config`.
@@ -220,7 +220,7 @@ pub(crate) fn evaluate_decoded(pod: Pod, node: &NodeConfig) -> Result<wit::PodEv
         })
         .collect();
     Ok(wit::PodEvaluation {
-        qos_class: class,
+        qos_class: class.into(),
         effective: totals.to_wit(&pod),
         pod_resources,
         pod_cgroup_files,
@@ -244,7 +244,7 @@ pub fn container_memory_high(
         node.allocatable_memory(),
         node.memory_throttling_factor,
         node.page_size,
-        qos,
+        qos.into(),
     ))
 }
 

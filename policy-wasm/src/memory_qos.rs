@@ -19,7 +19,8 @@
 
 use crate::model::Container;
 use crate::node::NodeConfig;
-use crate::wit::{CgroupVersion, MemoryReservationPolicy, QosClass};
+use crate::qos::QosClass;
+use crate::wit::{CgroupVersion, MemoryReservationPolicy};
 
 /// Memory QoS applies only with its gate on a cgroup v2 node.
 pub fn memory_qos_enforced(node: &NodeConfig) -> bool {

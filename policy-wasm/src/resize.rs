@@ -20,10 +20,10 @@ use crate::cgroup;
 use crate::features::FeatureGates;
 use crate::model::{Container, ContainerKind, Pod, ResourceMap, decode_list, field_error};
 use crate::node::NodeConfig;
-use crate::qos::{compute_pod_qos, pod_qos};
+use crate::qos::{QosClass, compute_pod_qos, pod_qos};
 use crate::resources;
 use crate::wit::{
-    self, CgroupFile, CgroupFileName, CgroupValue, CpuMaxValue, ErrorReason, FieldError, QosClass,
+    self, CgroupFile, CgroupFileName, CgroupValue, CpuMaxValue, ErrorReason, FieldError,
     ResizeDecision, ResizeDirection, ResizePlan, ResizeResource, ResizeStep, ResizeStepKind,
 };
 
@@ -653,7 +653,7 @@ pub fn plan(
         decision,
         message,
         errors,
-        qos_class,
+        qos_class: qos_class.into(),
         steps: Vec::new(),
     };
 
@@ -811,7 +811,7 @@ pub fn plan(
         decision: ResizeDecision::Accepted,
         message: String::new(),
         errors: Vec::new(),
-        qos_class,
+        qos_class: qos_class.into(),
         steps,
     })
 }

@@ -8,11 +8,10 @@
 use crate::cgroup::cpu_shares_to_weight_linear;
 use crate::model::{Container, Pod, ResourceMap};
 use crate::node::NodeConfig;
+use crate::qos::QosClass;
 use crate::quantity::Quantity;
 use crate::resources;
-use crate::wit::{
-    self, CpuWeightCurve, FieldError, MemoryReservationPolicy, QosClass, ValueReason,
-};
+use crate::wit::{self, CpuWeightCurve, FieldError, MemoryReservationPolicy, ValueReason};
 
 /// Export `explain-values`.
 pub fn explain_values(
@@ -23,7 +22,7 @@ pub fn explain_values(
     let (pod, node) = crate::evaluate::decode(pod, node)?;
     // As `evaluate`: a pending resize is explained on the allocated values.
     let pod = crate::resize::allocated(&pod).map_or(pod, |(allocated, _)| allocated);
-    let class = evaluation.qos_class;
+    let class = QosClass::from(evaluation.qos_class);
     let gates = &node.gates;
     let options = resources::kubelet_options(gates);
     let requests = resources::pod_requests(&pod, &options, gates);

@@ -17,6 +17,7 @@
 
 pub mod cgroup;
 pub mod managers;
+pub mod qos;
 #[cfg(test)]
 mod test_support;
 pub mod testing;
@@ -150,6 +151,7 @@ mod tests {
         "resources",
         "cgroup_file",
         "placement",
+        "qos",
     ];
 
     /// The invariant of issue 22's deliverable 4: WIT types only at the
