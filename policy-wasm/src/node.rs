@@ -92,8 +92,14 @@ impl NodeConfig {
 
     /// Decode and validate node settings; all problems are reported.
     pub fn decode(node: &wit::NodeSettings) -> Result<NodeConfig, Vec<FieldError>> {
-        let mut errors = Vec::new();
-        let gates = FeatureGates::resolve(&node.feature_gates, &mut errors);
+        let mut gate_errors = Vec::new();
+        let gates = FeatureGates::resolve(
+            node.feature_gates
+                .iter()
+                .map(|gate| (gate.name.as_str(), gate.enabled)),
+            &mut gate_errors,
+        );
+        let mut errors = crate::boundary::encode_errors(gate_errors);
         let capacity = decode_list(&node.capacity, "capacity", &mut errors);
         let kube_reserved = decode_list(&node.kube_reserved, "kubeReserved", &mut errors);
         let system_reserved = decode_list(&node.system_reserved, "systemReserved", &mut errors);

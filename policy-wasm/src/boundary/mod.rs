@@ -152,6 +152,8 @@ mod tests {
         "cgroup_file",
         "placement",
         "qos",
+        "oom",
+        "features",
     ];
 
     /// The invariant of issue 22's deliverable 4: WIT types only at the
