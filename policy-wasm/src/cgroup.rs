@@ -13,13 +13,12 @@
 use std::collections::BTreeMap;
 
 use crate::model::{Container, ContainerKind, Pod, ResourceMap};
-use crate::node::NodeConfig;
+use crate::node::{CgroupVersion, CpuWeightCurve, NodeConfig};
 use crate::qos::QosClass;
 use crate::quantity::Quantity;
 use crate::resources::{self, pod_level_resources_set};
 use crate::wit::{
-    CgroupFile, CgroupFileName, CgroupValue, CpuMaxValue, CpuWeightCurve, HugepageLimit,
-    ResourceConfig,
+    CgroupFile, CgroupFileName, CgroupValue, CpuMaxValue, HugepageLimit, ResourceConfig,
 };
 
 // Memory QoS's switch and its memory.min / memory.low choice live in
@@ -330,7 +329,7 @@ pub fn container_resource_config(
     hugepages.extend(hugepage_limits(c.resources.limits()));
 
     let mut unified = Vec::new();
-    if node.cgroup_version == crate::wit::CgroupVersion::V2 && !node.single_process_oom_kill {
+    if node.cgroup_version == CgroupVersion::V2 && !node.single_process_oom_kill {
         unified.push(("memory.oom.group".to_string(), "1".to_string()));
     }
     unified.extend(crate::memory_qos::container_unified(c, node, qos));

@@ -16,7 +16,7 @@ pub(crate) type Result<T> = std::result::Result<T, Vec<FieldError>>;
 
 /// Decode the pod and the node together so that both report their errors.
 pub(crate) fn decode(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<(Pod, NodeConfig)> {
-    match (Pod::decode(pod), NodeConfig::decode(node)) {
+    match (Pod::decode(pod), crate::boundary::node::decode_node(node)) {
         (Ok(pod), Ok(node)) => Ok((pod, node)),
         (pod, node) => Err(pod.err().into_iter().chain(node.err()).flatten().collect()),
     }
@@ -24,10 +24,10 @@ pub(crate) fn decode(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<(Pod, N
 
 /// Export `validate-node`.
 pub fn validate_node(node: &wit::NodeSettings) -> Vec<FieldError> {
-    match NodeConfig::decode(node) {
+    match crate::boundary::node::decode_node(node) {
         Err(errors) => errors,
         Ok(config) => {
-            let mut errors = config.validate_allocatable();
+            let mut errors = crate::boundary::encode_errors(config.validate_allocatable());
             errors.extend(crate::boundary::managers::validate_config(node));
             errors
         }
@@ -41,13 +41,13 @@ pub fn managers_active(node: &wit::NodeSettings) -> bool {
 
 /// Export `default-pod`.
 pub fn default_pod(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<wit::DefaultedPod> {
-    let node = NodeConfig::decode(node)?;
+    let node = crate::boundary::node::decode_node(node)?;
     crate::defaults::default_pod(pod, &node.gates)
 }
 
 /// Export `validate-pod`.
 pub fn validate_pod(pod: &wit::Pod, node: &wit::NodeSettings) -> Vec<FieldError> {
-    match NodeConfig::decode(node) {
+    match crate::boundary::node::decode_node(node) {
         Ok(node) => crate::validation::validate_pod(pod, &node),
         Err(errors) => errors,
     }
@@ -237,7 +237,7 @@ pub fn container_memory_high(
     qos: wit::QosClass,
     node: &wit::NodeSettings,
 ) -> Result<Option<u64>> {
-    let node = NodeConfig::decode(node)?;
+    let node = crate::boundary::node::decode_node(node)?;
     Ok(crate::memory_qos::container_memory_high(
         request,
         limit,
@@ -250,7 +250,7 @@ pub fn container_memory_high(
 
 /// Export `node-cgroups`.
 pub fn node_cgroups(pods: &[wit::Pod], node: &wit::NodeSettings) -> Result<wit::NodeCgroups> {
-    let node = NodeConfig::decode(node)?;
+    let node = crate::boundary::node::decode_node(node)?;
     let mut errors = Vec::new();
     let mut decoded = Vec::new();
     for (i, pod) in pods.iter().enumerate() {

@@ -21,14 +21,11 @@
 use crate::cgroup::{cpu_shares_to_weight_linear, milli_cpu_to_shares};
 use crate::memory_qos::memory_qos_enforced;
 use crate::model::{Pod, ResourceMap};
-use crate::node::NodeConfig;
+use crate::node::{CgroupVersion, MemoryReservationPolicy, NodeConfig};
 use crate::qos::QosClass;
 use crate::quantity::Quantity;
 use crate::resources;
-use crate::wit::{
-    CgroupFile, CgroupFileName, CgroupValue, CgroupVersion, MemoryReservationPolicy, NodeCgroup,
-    NodeCgroupValues,
-};
+use crate::wit::{CgroupFile, CgroupFileName, CgroupValue, NodeCgroup, NodeCgroupValues};
 
 /// The hugetlb limit the QoS manager sets on its cgroups (`setHugePagesUnbounded`).
 pub const UNBOUNDED_HUGEPAGES: u64 = 1 << 62;

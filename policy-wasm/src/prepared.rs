@@ -29,7 +29,7 @@ impl PreparedNode {
         node: &wit::NodeSettings,
         topology: Option<&wit::NodeTopology>,
     ) -> Result<PreparedNode> {
-        let decoded = NodeConfig::decode(node);
+        let decoded = crate::boundary::node::decode_node(node);
         let managers = topology.map(|topology| prepare_managers(topology, node));
         match (decoded, managers) {
             (Ok(node), None) => Ok(PreparedNode {

@@ -19,7 +19,7 @@
 use crate::cgroup;
 use crate::features::FeatureGates;
 use crate::model::{Container, ContainerKind, Pod, ResourceMap, decode_list, field_error};
-use crate::node::NodeConfig;
+use crate::node::{CgroupVersion, NodeConfig};
 use crate::qos::{QosClass, compute_pod_qos, pod_qos};
 use crate::resources;
 use crate::wit::{
@@ -634,7 +634,7 @@ pub fn plan(
     others: &[wit::ResourceQuantity],
     node: &wit::NodeSettings,
 ) -> Result<ResizePlan, Vec<FieldError>> {
-    let node = NodeConfig::decode(node)?;
+    let node = crate::boundary::node::decode_node(node)?;
     let mut errors = Vec::new();
     let others = decode_list(others, "others", &mut errors);
     let current_pod = Pod::decode(current).map_err(|e| prefix(e, "current"));
@@ -715,8 +715,8 @@ pub fn plan(
         .collect();
     // Memory QoS off on cgroup v2: a lowered or raised memory limit also
     // resets a memory.high left from when it was on (kubernetes PR 139377).
-    let reset_memory_high = node.cgroup_version == wit::CgroupVersion::V2
-        && !crate::memory_qos::memory_qos_enforced(&node);
+    let reset_memory_high =
+        node.cgroup_version == CgroupVersion::V2 && !crate::memory_qos::memory_qos_enforced(&node);
 
     let mut steps = Vec::new();
     for resource in ["memory", "cpu"] {

@@ -12,10 +12,10 @@ use std::fmt;
 use crate::model::{
     Container, ContainerKind, FieldPath, Pod, Requirements, ResourceMap, field_error,
 };
-use crate::node::NodeConfig;
+use crate::node::{CgroupVersion, NodeConfig};
 use crate::quantity::Quantity;
 use crate::resources::{self, is_hugepages, is_supported_pod_level_resource};
-use crate::wit::{self, CgroupVersion, ErrorReason, FieldError};
+use crate::wit::{self, ErrorReason, FieldError};
 
 /// Resource names a container may use without a domain prefix.
 const STANDARD_CONTAINER_RESOURCES: &[&str] = &["cpu", "memory", "ephemeral-storage"];

@@ -7,11 +7,11 @@
 
 use crate::cgroup::cpu_shares_to_weight_linear;
 use crate::model::{Container, Pod, ResourceMap};
-use crate::node::NodeConfig;
+use crate::node::{CpuWeightCurve, MemoryReservationPolicy, NodeConfig};
 use crate::qos::QosClass;
 use crate::quantity::Quantity;
 use crate::resources;
-use crate::wit::{self, CpuWeightCurve, FieldError, MemoryReservationPolicy, ValueReason};
+use crate::wit::{self, FieldError, ValueReason};
 
 /// Export `explain-values`.
 pub fn explain_values(

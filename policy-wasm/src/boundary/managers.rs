@@ -195,7 +195,7 @@ fn topology_scope(scope: Option<wit::TopologyManagerScope>) -> tm::Scope {
 
 /// The managers' configuration and the node configuration it was decoded with.
 fn decode_config_and_node(node: &wit::NodeSettings) -> Result<(Config, NodeConfig)> {
-    let decoded = NodeConfig::decode(node);
+    let decoded = crate::boundary::node::decode_node(node);
     let mut errors = Vec::new();
     let cpu_static = node.cpu_manager_policy == Some(wit::CpuManagerPolicy::Static);
     let memory_static = node.memory_manager_policy == Some(wit::MemoryManagerPolicy::Static);

@@ -17,6 +17,7 @@
 
 pub mod cgroup;
 pub mod managers;
+pub mod node;
 pub mod qos;
 #[cfg(test)]
 mod test_support;
@@ -154,6 +155,8 @@ mod tests {
         "qos",
         "oom",
         "features",
+        "node",
+        "memory_qos",
     ];
 
     /// The invariant of issue 22's deliverable 4: WIT types only at the
