@@ -4,6 +4,7 @@
 //! shim forwards to them unchanged, and native callers (tests, fuzzing,
 //! benches) call them directly, so both paths run the same code.
 
+use crate::boundary::cgroup::encode_files;
 use crate::cgroup;
 use crate::model::{Pod, ResourceMap, decode_list, field_error, to_amounts};
 use crate::node::NodeConfig;
@@ -154,7 +155,7 @@ pub fn pod_resource_config(
 ) -> Result<wit::ResourceConfig> {
     let (pod, node) = decode(pod, node)?;
     let class = qos::pod_qos(&pod, &node.gates);
-    Ok(cgroup::pod_resource_config(&pod, &node, class))
+    Ok(cgroup::pod_resource_config(&pod, &node, class).into())
 }
 
 fn memory_capacity(node: &NodeConfig) -> Result<u64> {
@@ -214,16 +215,16 @@ pub(crate) fn evaluate_decoded(pod: Pod, node: &NodeConfig) -> Result<wit::PodEv
                 name: c.name.clone(),
                 kind: c.kind.to_wit(),
                 oom_score_adj: oom.score(&pod, c, gates),
-                cgroup_files: cgroup::container_cgroup_files(&resources, node),
-                resources,
+                cgroup_files: encode_files(cgroup::container_cgroup_files(&resources, node)),
+                resources: resources.into(),
             }
         })
         .collect();
     Ok(wit::PodEvaluation {
         qos_class: class.into(),
         effective: totals.to_wit(&pod),
-        pod_resources,
-        pod_cgroup_files,
+        pod_resources: pod_resources.into(),
+        pod_cgroup_files: encode_files(pod_cgroup_files),
         containers,
         warnings: crate::memory_qos::kernel_warnings(node),
         pending_resize,
@@ -271,7 +272,10 @@ pub fn node_cgroups(pods: &[wit::Pod], node: &wit::NodeSettings) -> Result<wit::
         return Err(errors);
     }
     Ok(wit::NodeCgroups {
-        cgroups: crate::node_cgroups::node_cgroups(&decoded, &node),
+        cgroups: crate::node_cgroups::node_cgroups(&decoded, &node)
+            .into_iter()
+            .map(wit::NodeCgroupValues::from)
+            .collect(),
         warnings: crate::memory_qos::kernel_warnings(&node),
     })
 }

@@ -16,6 +16,7 @@
 //! the pod's limit when the pod value derives from its containers, and
 //! every single container within it when pod-level limits are explicit.
 
+use crate::boundary::cgroup::encode_files;
 use crate::cgroup;
 use crate::features::FeatureGates;
 use crate::model::{Container, ContainerKind, Pod, ResourceMap, decode_list, field_error};
@@ -966,9 +967,15 @@ fn prefix(errors: Vec<FieldError>, which: &str) -> Vec<FieldError> {
 }
 
 fn pod_files(pod: &Pod, node: &NodeConfig, qos: QosClass) -> Vec<CgroupFile> {
-    cgroup::pod_cgroup_files(&cgroup::pod_resource_config(pod, node, qos), node)
+    encode_files(cgroup::pod_cgroup_files(
+        &cgroup::pod_resource_config(pod, node, qos),
+        node,
+    ))
 }
 
 fn container_files(pod: &Pod, c: &Container, node: &NodeConfig, qos: QosClass) -> Vec<CgroupFile> {
-    cgroup::container_cgroup_files(&cgroup::container_resource_config(pod, c, node, qos), node)
+    encode_files(cgroup::container_cgroup_files(
+        &cgroup::container_resource_config(pod, c, node, qos),
+        node,
+    ))
 }

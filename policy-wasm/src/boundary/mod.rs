@@ -157,6 +157,8 @@ mod tests {
         "features",
         "node",
         "memory_qos",
+        "cgroup",
+        "node_cgroups",
     ];
 
     /// The invariant of issue 22's deliverable 4: WIT types only at the
