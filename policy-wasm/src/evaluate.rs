@@ -5,8 +5,9 @@
 //! benches) call them directly, so both paths run the same code.
 
 use crate::boundary::cgroup::encode_files;
+use crate::boundary::pod::{decode_list, field_error, to_amounts};
 use crate::cgroup;
-use crate::model::{Pod, ResourceMap, decode_list, field_error, to_amounts};
+use crate::model::{Pod, ResourceMap};
 use crate::node::NodeConfig;
 use crate::oom;
 use crate::qos;
@@ -17,7 +18,10 @@ pub(crate) type Result<T> = std::result::Result<T, Vec<FieldError>>;
 
 /// Decode the pod and the node together so that both report their errors.
 pub(crate) fn decode(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<(Pod, NodeConfig)> {
-    match (Pod::decode(pod), crate::boundary::node::decode_node(node)) {
+    match (
+        crate::boundary::pod::decode_pod(pod),
+        crate::boundary::node::decode_node(node),
+    ) {
         (Ok(pod), Ok(node)) => Ok((pod, node)),
         (pod, node) => Err(pod.err().into_iter().chain(node.err()).flatten().collect()),
     }
@@ -213,7 +217,7 @@ pub(crate) fn evaluate_decoded(pod: Pod, node: &NodeConfig) -> Result<wit::PodEv
             let resources = cgroup::container_resource_config(&pod, c, node, class);
             wit::ContainerEvaluation {
                 name: c.name.clone(),
-                kind: c.kind.to_wit(),
+                kind: c.kind.into(),
                 oom_score_adj: oom.score(&pod, c, gates),
                 cgroup_files: encode_files(cgroup::container_cgroup_files(&resources, node)),
                 resources: resources.into(),
@@ -255,7 +259,7 @@ pub fn node_cgroups(pods: &[wit::Pod], node: &wit::NodeSettings) -> Result<wit::
     let mut errors = Vec::new();
     let mut decoded = Vec::new();
     for (i, pod) in pods.iter().enumerate() {
-        match Pod::decode(pod) {
+        match crate::boundary::pod::decode_pod(pod) {
             Ok(pod) => {
                 // The QoS manager sums the pods as allocated.
                 let pod = crate::resize::allocated(&pod).map_or(pod, |(allocated, _)| allocated);

@@ -9,7 +9,7 @@
 //! from files the namespace `default`, and admission reviews may carry
 //! `generateName` only; the API server fills both before it stores a pod.
 
-use crate::model::field_error;
+use crate::boundary::pod::field_error;
 use crate::wit::{self, ErrorReason, FieldError};
 
 const DNS1123_LABEL_MAX: usize = 63;

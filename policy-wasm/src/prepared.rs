@@ -11,7 +11,6 @@
 use crate::boundary::managers::{admit_prepared, prepare_managers, release_prepared};
 use crate::evaluate::{Result, evaluate_decoded};
 use crate::managers::PreparedManagers;
-use crate::model::Pod;
 use crate::node::NodeConfig;
 use crate::wit;
 
@@ -58,7 +57,7 @@ impl PreparedNode {
 
     /// `evaluate` of `pod` on this node.
     pub fn evaluate(&self, pod: &wit::Pod) -> Result<wit::PodEvaluation> {
-        evaluate_decoded(Pod::decode(pod)?, &self.node)
+        evaluate_decoded(crate::boundary::pod::decode_pod(pod)?, &self.node)
     }
 
     /// `admit` of `pod` with `state` on this node.
@@ -78,7 +77,7 @@ impl PreparedNode {
 
     fn managers(&self) -> Result<&PreparedManagers> {
         self.managers.as_ref().ok_or_else(|| {
-            vec![crate::model::field_error(
+            vec![crate::boundary::pod::field_error(
                 "topology",
                 wit::ErrorReason::Required,
                 "this node was prepared without a topology: admit and release need one",

@@ -17,9 +17,10 @@
 //! every single container within it when pod-level limits are explicit.
 
 use crate::boundary::cgroup::encode_files;
+use crate::boundary::pod::{decode_list, field_error};
 use crate::cgroup;
 use crate::features::FeatureGates;
-use crate::model::{Container, ContainerKind, Pod, ResourceMap, decode_list, field_error};
+use crate::model::{Container, ContainerKind, Pod, ResourceMap};
 use crate::node::{CgroupVersion, NodeConfig};
 use crate::qos::{QosClass, compute_pod_qos, pod_qos};
 use crate::resources;
@@ -638,8 +639,8 @@ pub fn plan(
     let node = crate::boundary::node::decode_node(node)?;
     let mut errors = Vec::new();
     let others = decode_list(others, "others", &mut errors);
-    let current_pod = Pod::decode(current).map_err(|e| prefix(e, "current"));
-    let desired_pod = Pod::decode(desired).map_err(|e| prefix(e, "desired"));
+    let current_pod = crate::boundary::pod::decode_pod(current).map_err(|e| prefix(e, "current"));
+    let desired_pod = crate::boundary::pod::decode_pod(desired).map_err(|e| prefix(e, "desired"));
     let (current_pod, desired_pod) = match (current_pod, desired_pod) {
         (Ok(c), Ok(d)) if errors.is_empty() => (c, d),
         (c, d) => {

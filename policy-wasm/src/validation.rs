@@ -9,9 +9,8 @@ use crate::defaults::{default_pod, is_overcommit_allowed};
 use crate::features::FeatureGates;
 use std::fmt;
 
-use crate::model::{
-    Container, ContainerKind, FieldPath, Pod, Requirements, ResourceMap, field_error,
-};
+use crate::boundary::pod::field_error;
+use crate::model::{Container, ContainerKind, FieldPath, Pod, Requirements, ResourceMap};
 use crate::node::{CgroupVersion, NodeConfig};
 use crate::quantity::Quantity;
 use crate::resources::{self, is_hugepages, is_supported_pod_level_resource};
@@ -41,7 +40,7 @@ fn validate_pod_resources(input: &wit::Pod, node: &NodeConfig) -> Vec<FieldError
         Ok(d) => d.pod,
         Err(errors) => return errors,
     };
-    let pod = match Pod::decode(&defaulted) {
+    let pod = match crate::boundary::pod::decode_pod(&defaulted) {
         Ok(p) => p,
         Err(errors) => return errors,
     };

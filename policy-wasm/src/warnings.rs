@@ -98,7 +98,7 @@ mod tests {
     }
 
     fn pod(containers: Vec<wit::Container>, overhead: &[(&str, &str)]) -> wit::Pod {
-        let mut pod = crate::model::bare_pod("p", containers);
+        let mut pod = crate::boundary::pod::bare_pod("p", containers);
         pod.spec.overhead = (!overhead.is_empty()).then(|| list(overhead)).flatten();
         pod
     }

@@ -30,7 +30,7 @@ use crate::memory_manager::{
     self as mm, Block, HugePagesInfo, MemoryState, MemoryTable, NumaNodeMemory, NumaNodeState,
     SystemReservedMemory,
 };
-use crate::model::{self, Pod, truncate};
+use crate::model::truncate;
 use crate::node::NodeConfig;
 use crate::placement::PlacementFiles;
 use crate::topology::{self as tm, BitMask, TopologyHint};
@@ -219,7 +219,7 @@ fn decode_config_and_node(node: &wit::NodeSettings) -> Result<(Config, NodeConfi
     let mut reserved_memory = SystemReservedMemory::new();
     for (i, entry) in node.reserved_memory.iter().enumerate() {
         let path = format!("reservedMemory[{i}].limits");
-        let limits = model::decode_list(&entry.limits, &path, &mut errors);
+        let limits = super::pod::decode_list(&entry.limits, &path, &mut errors);
         let numa = reserved_memory.entry(entry.numa_node as usize).or_default();
         for (name, q) in &limits {
             if mm::is_memory_resource(name) {
@@ -707,7 +707,7 @@ fn encode_decision(decision: TopologyDecision) -> wit::TopologyDecision {
 
 /// Decode a WIT pod for the managers (ephemeral containers are not managed).
 pub fn decode_managed_pod(pod: &wit::Pod, gates: &FeatureGates) -> Result<ManagedPod> {
-    let decoded = Pod::decode(pod)?;
+    let decoded = crate::boundary::pod::decode_pod(pod)?;
     encode_result(managed_pod(&pod.uid, &decoded, gates))
 }
 
@@ -816,7 +816,7 @@ fn encode_owned_blocks(blocks: Vec<Block>) -> Vec<wit::MemoryBlock> {
 fn encode_container_assignment(container: ContainerAssignment) -> wit::ContainerAssignment {
     wit::ContainerAssignment {
         name: container.name,
-        kind: container.kind.to_wit(),
+        kind: container.kind.into(),
         affinity: encode_hint(&container.affinity),
         cpu_isolation: encode_isolation(container.cpu_isolation),
         cpuset: container.cpuset.map(|c| c.to_string()),

@@ -18,6 +18,7 @@
 pub mod cgroup;
 pub mod managers;
 pub mod node;
+pub mod pod;
 pub mod qos;
 #[cfg(test)]
 mod test_support;
@@ -159,6 +160,7 @@ mod tests {
         "memory_qos",
         "cgroup",
         "node_cgroups",
+        "model",
     ];
 
     /// The invariant of issue 22's deliverable 4: WIT types only at the

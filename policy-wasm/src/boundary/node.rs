@@ -3,10 +3,10 @@
 //! setting reported with its field path (`cpuCFSQuotaPeriod`,
 //! `evictionHard[memory.available]`), in the order the settings are read.
 
+use super::pod::decode_list;
 use super::{Result, encode_errors, field_error};
 use crate::features::FeatureGates;
 use crate::managers::FieldErrorType;
-use crate::model::decode_list;
 use crate::node::{
     CgroupDriver, CgroupVersion, CpuWeightCurve, DEFAULT_CFS_PERIOD_US, DEFAULT_EVICTION_HARD,
     DEFAULT_MEMORY_THROTTLING_FACTOR, DEFAULT_PAGE_SIZE, MemoryReservationPolicy, NodeConfig,
