@@ -3,7 +3,7 @@
 //! The host passes only the gates a user set; every other gate keeps the
 //! default listed here, so the defaults live in exactly one place.
 
-use crate::managers::{FieldError, FieldErrorType};
+use crate::field_error::{FieldError, FieldErrorType};
 
 /// A feature gate known to this policy.
 #[derive(Clone, Copy, Debug)]

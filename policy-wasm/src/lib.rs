@@ -9,6 +9,7 @@
 //! Modules mirror the Kubernetes concepts:
 //! - [`quantity`]: the exact Kubernetes quantity grammar and arithmetic.
 //! - [`features`]: feature gates and their Kubernetes 1.36 defaults.
+//! - [`field_error`]: a bad input field with its path, as every module reports it.
 //! - [`model`]: decoding WIT pods into parsed, path-annotated pods.
 //! - [`node`]: node settings, their kubelet defaults and their validation.
 //! - [`resources`]: effective pod requests and limits (`PodRequests`, `PodLimits`).
@@ -271,6 +272,7 @@ pub mod cpuset;
 pub mod defaults;
 pub mod evaluate;
 pub mod features;
+pub mod field_error;
 pub mod managers;
 pub mod memory_manager;
 pub mod memory_qos;

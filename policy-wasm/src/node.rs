@@ -5,7 +5,7 @@
 //! period) is decided here, so two hosts never disagree on policy.
 
 use crate::features::FeatureGates;
-use crate::managers::{FieldError, FieldErrorType};
+use crate::field_error::{FieldError, FieldErrorType};
 use crate::model::ResourceMap;
 use crate::quantity::Quantity;
 

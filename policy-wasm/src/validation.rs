@@ -28,7 +28,11 @@ fn invalid(field: String, value: &Quantity, message: String) -> FieldError {
 /// Validate a pod as the API server would (after defaulting) and as the
 /// kubelet would admit it on `node`.
 pub fn validate_pod(input: &wit::Pod, node: &NodeConfig) -> Vec<FieldError> {
-    let mut errors = crate::object_meta::validate_object_meta(input);
+    let mut errors = crate::boundary::encode_errors(crate::object_meta::validate_object_meta(
+        &input.name,
+        &input.namespace,
+        input.spec.containers.len(),
+    ));
     errors.extend(validate_pod_resources(input, node));
     errors
 }

@@ -26,7 +26,7 @@ pub mod testing;
 
 use crate::cpu_topology::MAX_NUMA_NODE_ID;
 use crate::cpuset::CpuSet;
-use crate::managers::{FieldError, FieldErrorType};
+use crate::field_error::{FieldError, FieldErrorType};
 use crate::topology::BitMask;
 use crate::wit::{self, ErrorReason};
 
@@ -161,6 +161,8 @@ mod tests {
         "cgroup",
         "node_cgroups",
         "model",
+        "object_meta",
+        "field_error",
     ];
 
     /// The invariant of issue 22's deliverable 4: WIT types only at the

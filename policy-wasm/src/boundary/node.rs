@@ -6,7 +6,7 @@
 use super::pod::decode_list;
 use super::{Result, encode_errors, field_error};
 use crate::features::FeatureGates;
-use crate::managers::FieldErrorType;
+use crate::field_error::FieldErrorType;
 use crate::node::{
     CgroupDriver, CgroupVersion, CpuWeightCurve, DEFAULT_CFS_PERIOD_US, DEFAULT_EVICTION_HARD,
     DEFAULT_MEMORY_THROTTLING_FACTOR, DEFAULT_PAGE_SIZE, MemoryReservationPolicy, NodeConfig,
