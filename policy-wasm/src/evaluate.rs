@@ -60,7 +60,10 @@ pub fn validate_pod(pod: &wit::Pod, node: &wit::NodeSettings) -> Vec<FieldError>
 
 /// Export `pod-warnings`.
 pub fn pod_warnings(pod: &wit::Pod) -> Vec<wit::PodWarning> {
-    crate::warnings::pod_warnings(pod)
+    crate::warnings::pod_warnings(&crate::boundary::pod::written_pod(pod))
+        .into_iter()
+        .map(wit::PodWarning::from)
+        .collect()
 }
 
 /// Export `effective-resources`.

@@ -163,6 +163,7 @@ mod tests {
         "model",
         "object_meta",
         "field_error",
+        "warnings",
     ];
 
     /// The invariant of issue 22's deliverable 4: WIT types only at the

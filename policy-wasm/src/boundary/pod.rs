@@ -8,6 +8,7 @@ use crate::model::{
     ResourceMap, Status, add_into, truncate,
 };
 use crate::quantity::Quantity;
+use crate::warnings::{PodWarning, WrittenList, WrittenPod, WrittenResources};
 use crate::wit::{self, ErrorReason, FieldError};
 
 /// A WIT field error of `reason`, without a bad value: for the decoding
@@ -284,6 +285,45 @@ fn decode_status(status: &wit::PodStatus, errors: &mut Vec<FieldError>) -> Statu
     }
 }
 
+fn written_list(list: &[wit::ResourceQuantity]) -> WrittenList<'_> {
+    list.iter()
+        .map(|entry| (entry.name.as_str(), entry.quantity.as_str()))
+        .collect()
+}
+
+fn written_resources(containers: &[wit::Container]) -> Vec<Option<WrittenResources<'_>>> {
+    containers
+        .iter()
+        .map(|c| {
+            c.resources.as_ref().map(|r| WrittenResources {
+                limits: r.limits.as_deref().map(written_list),
+                requests: r.requests.as_deref().map(written_list),
+            })
+        })
+        .collect()
+}
+
+/// The pod's resource lists as written, for [`crate::warnings`] (which
+/// also looks at pods that do not decode).
+pub fn written_pod(pod: &wit::Pod) -> WrittenPod<'_> {
+    let spec = &pod.spec;
+    WrittenPod {
+        overhead: spec.overhead.as_deref().map(written_list),
+        init_containers: written_resources(&spec.init_containers),
+        containers: written_resources(&spec.containers),
+        ephemeral_containers: written_resources(&spec.ephemeral_containers),
+    }
+}
+
+impl From<PodWarning> for wit::PodWarning {
+    fn from(warning: PodWarning) -> Self {
+        wit::PodWarning {
+            field: warning.field,
+            message: warning.message,
+        }
+    }
+}
+
 /// No status: a pod as it is first submitted.
 impl Default for wit::PodStatus {
     fn default() -> Self {
@@ -341,5 +381,59 @@ pub(crate) fn bare_pod(name: &str, containers: Vec<wit::Container>) -> wit::Pod 
             restart_policy: None,
         },
         status: wit::PodStatus::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(entries: &[(&str, &str)]) -> Option<Vec<wit::ResourceQuantity>> {
+        Some(
+            entries
+                .iter()
+                .map(|(name, quantity)| wit::ResourceQuantity {
+                    name: name.to_string(),
+                    quantity: quantity.to_string(),
+                })
+                .collect(),
+        )
+    }
+
+    /// The written pod keeps every list where the pod has it, so the
+    /// `pod-warnings` export flags what the core finds, at the WIT paths.
+    #[test]
+    fn pod_warnings_read_the_lists_as_written() {
+        let container = |limits: &[(&str, &str)], requests: &[(&str, &str)]| wit::Container {
+            name: "c".into(),
+            restart_policy: None,
+            resources: Some(wit::ResourceRequirements {
+                limits: list(limits),
+                requests: list(requests),
+            }),
+            resize_policy: Vec::new(),
+        };
+        let mut pod = bare_pod(
+            "p",
+            vec![
+                container(&[("memory", "1Gi")], &[("memory", "1.5")]),
+                container(&[("ephemeral-storage", "100m")], &[]),
+            ],
+        );
+        pod.spec.overhead = list(&[("memory", "10.5")]);
+        pod.spec.init_containers = vec![container(&[], &[("memory", "1n")])];
+        let shown: Vec<String> = crate::evaluate::pod_warnings(&pod)
+            .iter()
+            .map(|w| format!("{}: {}", w.field, w.message))
+            .collect();
+        assert_eq!(
+            shown,
+            vec![
+                "spec.overhead[memory]: fractional byte value \"10500m\" is invalid, must be an integer",
+                "spec.initContainers[0].resources.requests[memory]: fractional byte value \"1n\" is invalid, must be an integer",
+                "spec.containers[0].resources.requests[memory]: fractional byte value \"1500m\" is invalid, must be an integer",
+                "spec.containers[1].resources.limits[ephemeral-storage]: fractional byte value \"100m\" is invalid, must be an integer",
+            ]
+        );
     }
 }
