@@ -234,7 +234,7 @@ pub(crate) fn evaluate_decoded(pod: Pod, node: &NodeConfig) -> Result<wit::PodEv
         pod_cgroup_files: encode_files(pod_cgroup_files),
         containers,
         warnings: crate::memory_qos::kernel_warnings(node),
-        pending_resize,
+        pending_resize: pending_resize.map(wit::PendingResize::from),
     })
 }
 

@@ -20,7 +20,7 @@ use crate::boundary::cgroup::encode_files;
 use crate::boundary::pod::{decode_list, field_error};
 use crate::cgroup;
 use crate::features::FeatureGates;
-use crate::model::{Container, ContainerKind, Pod, ResourceMap};
+use crate::model::{Container, ContainerKind, Pod, Requirements, ResourceMap};
 use crate::node::{CgroupVersion, NodeConfig};
 use crate::qos::{QosClass, compute_pod_qos, pod_qos};
 use crate::resources;
@@ -818,6 +818,28 @@ pub fn plan(
     })
 }
 
+/// What changes with a pending resize, for one container or the pod level.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResourcesChange {
+    /// Container name; `None` for the pod-level `spec.resources`.
+    pub container: Option<String>,
+    /// The spec's (desired) resources.
+    pub desired: Requirements,
+    /// The allocated resources the node applies meanwhile
+    /// (`allocatedResources` for requests; the actuated limits while the
+    /// resize is pending).
+    pub allocated: Requirements,
+}
+
+/// An in-place resize that is not actuated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PendingResize {
+    /// `Deferred` or `Infeasible` (the `PodResizePending` reason), or `InProgress`.
+    pub state: String,
+    /// Every container (and the pod level) whose desired resources differ from the allocated ones.
+    pub changes: Vec<ResourcesChange>,
+}
+
 /// The pod as the kubelet actuates it while an in-place resize is not done
 /// (a `PodResizePending` or `PodResizeInProgress` condition with status
 /// `True`), and what is pending; `None` when the spec is what runs.
@@ -828,7 +850,7 @@ pub fn plan(
 /// `status.allocatedResources`); while the resize is pending, the limits in
 /// force are the actuated ones (`status...resources.limits`). Once the
 /// resize is accepted (InProgress) the spec's limits are allocated.
-pub fn allocated(pod: &Pod) -> Option<(Pod, wit::PendingResize)> {
+pub fn allocated(pod: &Pod) -> Option<(Pod, PendingResize)> {
     let condition = |kind: &str| {
         pod.status
             .conditions
@@ -866,12 +888,13 @@ pub fn allocated(pod: &Pod) -> Option<(Pod, wit::PendingResize)> {
         if resources.requests() != c.resources.requests()
             || resources.limits() != c.resources.limits()
         {
-            changes.push(wit::ResourcesChange {
+            // The pod runs on the allocation; the spec's values are what is pending.
+            let desired = std::mem::replace(&mut c.resources, resources);
+            changes.push(ResourcesChange {
                 container: Some(c.name.clone()),
-                desired: requirements_to_wit(&c.resources),
-                allocated: requirements_to_wit(&resources),
+                desired,
+                allocated: c.resources.clone(),
             });
-            c.resources = resources;
         }
     }
     if let Some(spec) = &pod.resources {
@@ -883,32 +906,15 @@ pub fn allocated(pod: &Pod) -> Option<(Pod, wit::PendingResize)> {
             resources.limits = actuated.limits.clone();
         }
         if resources.requests() != spec.requests() || resources.limits() != spec.limits() {
-            changes.push(wit::ResourcesChange {
+            changes.push(ResourcesChange {
                 container: None,
-                desired: requirements_to_wit(spec),
-                allocated: requirements_to_wit(&resources),
+                desired: spec.clone(),
+                allocated: resources.clone(),
             });
             allocated.resources = Some(resources);
         }
     }
-    Some((allocated, wit::PendingResize { state, changes }))
-}
-
-fn requirements_to_wit(r: &crate::model::Requirements) -> wit::ResourceRequirements {
-    let list = |map: &Option<ResourceMap>| {
-        map.as_ref().map(|m| {
-            m.iter()
-                .map(|(name, q)| wit::ResourceQuantity {
-                    name: name.clone(),
-                    quantity: q.to_canonical_string(),
-                })
-                .collect()
-        })
-    };
-    wit::ResourceRequirements {
-        requests: list(&r.requests),
-        limits: list(&r.limits),
-    }
+    Some((allocated, PendingResize { state, changes }))
 }
 
 /// The (request, limit) pair of a resource as `computePodResizeAction`

@@ -8,6 +8,7 @@ use crate::model::{
     ResourceMap, Status, add_into, truncate,
 };
 use crate::quantity::Quantity;
+use crate::resize::PendingResize;
 use crate::warnings::{PodWarning, WrittenList, WrittenPod, WrittenResources};
 use crate::wit::{self, ErrorReason, FieldError};
 
@@ -312,6 +313,42 @@ pub fn written_pod(pod: &wit::Pod) -> WrittenPod<'_> {
         init_containers: written_resources(&spec.init_containers),
         containers: written_resources(&spec.containers),
         ephemeral_containers: written_resources(&spec.ephemeral_containers),
+    }
+}
+
+/// Parsed requirements as a WIT `resource-requirements` of canonical
+/// quantities (moving the resource names).
+pub fn encode_requirements(requirements: Requirements) -> wit::ResourceRequirements {
+    let list = |map: Option<ResourceMap>| {
+        map.map(|m| {
+            m.into_iter()
+                .map(|(name, q)| wit::ResourceQuantity {
+                    name,
+                    quantity: q.to_canonical_string(),
+                })
+                .collect()
+        })
+    };
+    wit::ResourceRequirements {
+        requests: list(requirements.requests),
+        limits: list(requirements.limits),
+    }
+}
+
+impl From<PendingResize> for wit::PendingResize {
+    fn from(pending: PendingResize) -> Self {
+        wit::PendingResize {
+            state: pending.state,
+            changes: pending
+                .changes
+                .into_iter()
+                .map(|change| wit::ResourcesChange {
+                    container: change.container,
+                    desired: encode_requirements(change.desired),
+                    allocated: encode_requirements(change.allocated),
+                })
+                .collect(),
+        }
     }
 }
 
