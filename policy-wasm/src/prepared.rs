@@ -8,8 +8,8 @@
 //! the same: it builds its managers once at start-up (`NewContainerManager`)
 //! and runs every pod's admission against them.
 
+use crate::boundary::evaluate::{Result, evaluate_decoded};
 use crate::boundary::managers::{admit_prepared, prepare_managers, release_prepared};
-use crate::evaluate::{Result, evaluate_decoded};
 use crate::managers::PreparedManagers;
 use crate::node::NodeConfig;
 use crate::wit;

@@ -19,7 +19,7 @@ pub fn explain_values(
     node: &wit::NodeSettings,
 ) -> Result<Vec<ValueReason>, Vec<FieldError>> {
     let evaluation = crate::evaluate::evaluate(pod, node)?;
-    let (pod, node) = crate::evaluate::decode(pod, node)?;
+    let (pod, node) = crate::boundary::evaluate::decode(pod, node)?;
     // As `evaluate`: a pending resize is explained on the allocated values.
     let pod = crate::resize::allocated(&pod).map_or(pod, |(allocated, _)| allocated);
     let class = QosClass::from(evaluation.qos_class);

@@ -16,6 +16,7 @@
 //! order the core reports them.
 
 pub mod cgroup;
+pub mod evaluate;
 pub mod managers;
 pub mod node;
 pub mod pod;
@@ -164,6 +165,7 @@ mod tests {
         "object_meta",
         "field_error",
         "warnings",
+        "evaluate",
     ];
 
     /// The invariant of issue 22's deliverable 4: WIT types only at the
