@@ -82,7 +82,7 @@ impl exported::evaluate::Guest for PodPolicy {
         boundary::evaluate::evaluate(&pod, &node)
     }
     fn explain_values(pod: Pod, node: NodeSettings) -> Result<Vec<ValueReason>, Vec<FieldError>> {
-        crate::why::explain_values(&pod, &node)
+        boundary::evaluate::explain_values(&pod, &node)
     }
 }
 

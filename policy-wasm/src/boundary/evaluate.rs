@@ -168,6 +168,21 @@ pub(crate) fn evaluate_decoded(pod: Pod, node: &NodeConfig) -> Result<wit::PodEv
     encode_result(crate::evaluate::evaluate_pod(pod, node)).map(wit::PodEvaluation::from)
 }
 
+/// Export `explain-values`.
+pub fn explain_values(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<Vec<wit::ValueReason>> {
+    let (pod, node) = decode(pod, node)?;
+    let reasons = encode_result(crate::why::explain_pod(pod, &node))?;
+    Ok(reasons
+        .into_iter()
+        .map(|reason| wit::ValueReason {
+            container: reason.container,
+            file: reason.file,
+            value: reason.value,
+            reason: reason.reason,
+        })
+        .collect())
+}
+
 /// Export `container-memory-high`.
 pub fn container_memory_high(
     request: Option<u64>,
@@ -250,4 +265,62 @@ pub fn manager_operation(
     node: &wit::NodeSettings,
 ) -> Result<super::testing::OperationResult> {
     super::testing::manager_operation(request, topology, node)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{container, guaranteed, list, pod};
+    use super::*;
+
+    /// `explain-values` names every value `evaluate` gives, in its order
+    /// and with its text: the pod cgroup's files, then per container its
+    /// files and its `oom_score_adj`.
+    #[test]
+    fn explain_values_follows_the_evaluation() {
+        let burstable = Some(wit::ResourceRequirements {
+            requests: Some(list(&[("cpu", "250m"), ("memory", "64Mi")])),
+            limits: None,
+        });
+        let pod = pod(
+            "p",
+            None,
+            vec![
+                container("a", guaranteed("1", "1Gi")),
+                container("b", burstable),
+            ],
+        );
+        let node = wit::NodeSettings {
+            capacity: list(&[("cpu", "8"), ("memory", "16Gi")]),
+            ..crate::node::default_settings()
+        };
+        let evaluation = evaluate(&pod, &node).expect("evaluates");
+        let mut expected = Vec::new();
+        for file in &evaluation.pod_cgroup_files {
+            expected.push((None, file.file.to_string(), file.value.to_string()));
+        }
+        for c in &evaluation.containers {
+            for file in &c.cgroup_files {
+                expected.push((
+                    Some(c.name.clone()),
+                    file.file.to_string(),
+                    file.value.to_string(),
+                ));
+            }
+            expected.push((
+                Some(c.name.clone()),
+                "oom_score_adj".to_owned(),
+                c.oom_score_adj.to_string(),
+            ));
+        }
+        let reasons = explain_values(&pod, &node).expect("explains");
+        let explained: Vec<_> = reasons
+            .iter()
+            .map(|r| (r.container.clone(), r.file.clone(), r.value.clone()))
+            .collect();
+        assert_eq!(explained, expected);
+        assert!(reasons.iter().all(|r| !r.reason.is_empty()));
+        // Without a memory capacity there is no `oom_score_adj`, so no evaluation.
+        let errors = explain_values(&pod, &crate::node::default_settings()).unwrap_err();
+        assert_eq!(errors[0].field, "capacity[memory]");
+    }
 }

@@ -166,6 +166,7 @@ mod tests {
         "field_error",
         "warnings",
         "evaluate",
+        "why",
     ];
 
     /// The invariant of issue 22's deliverable 4: WIT types only at the
