@@ -20,6 +20,7 @@ pub mod evaluate;
 pub mod managers;
 pub mod node;
 pub mod pod;
+pub mod prepared;
 pub mod qos;
 #[cfg(test)]
 mod test_support;
@@ -167,6 +168,7 @@ mod tests {
         "warnings",
         "evaluate",
         "why",
+        "prepared",
     ];
 
     /// The invariant of issue 22's deliverable 4: WIT types only at the
