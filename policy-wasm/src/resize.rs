@@ -662,7 +662,7 @@ pub fn plan(
     // The desired pod must itself be valid (e.g. no container limit above a
     // pod-level limit, `resizePolicy` values), as `ValidatePodResize` runs
     // the spec validation first; then the resize rules themselves.
-    let mut problems = crate::validation::validate_pod(desired, &node);
+    let mut problems = crate::boundary::evaluate::validate_written_pod(desired, &node);
     problems.extend(validate_api(&current_pod, &desired_pod, gates));
     problems.extend(validate_kubelet(&current_pod, &desired_pod, &node));
     if !problems.is_empty() {

@@ -94,9 +94,34 @@ pub fn default_pod(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<wit::Defa
 /// Export `validate-pod`.
 pub fn validate_pod(pod: &wit::Pod, node: &wit::NodeSettings) -> Vec<FieldError> {
     match super::node::decode_node(node) {
-        Ok(node) => crate::validation::validate_pod(pod, &node),
+        Ok(node) => validate_written_pod(pod, &node),
         Err(errors) => errors,
     }
+}
+
+/// Validate a pod as the API server would (its name and namespace, then
+/// its resources after defaulting) and as the kubelet would admit it on
+/// `node`; `resize-plan` checks the desired pod with it too.
+pub(crate) fn validate_written_pod(input: &wit::Pod, node: &NodeConfig) -> Vec<FieldError> {
+    let mut errors = encode_errors(crate::object_meta::validate_object_meta(
+        &input.name,
+        &input.namespace,
+        input.spec.containers.len(),
+    ));
+    let defaulted = match crate::defaults::default_pod(input, &node.gates) {
+        Ok(defaulted) => defaulted.pod,
+        Err(defaulting_errors) => {
+            errors.extend(defaulting_errors);
+            return errors;
+        }
+    };
+    match decode_pod(&defaulted) {
+        Ok(pod) => errors.extend(encode_errors(crate::validation::validate_pod_resources(
+            &pod, node,
+        ))),
+        Err(decode_errors) => errors.extend(decode_errors),
+    }
+    errors
 }
 
 /// Export `pod-warnings`.
@@ -322,5 +347,44 @@ mod tests {
         // Without a memory capacity there is no `oom_score_adj`, so no evaluation.
         let errors = explain_values(&pod, &crate::node::default_settings()).unwrap_err();
         assert_eq!(errors[0].field, "capacity[memory]");
+    }
+
+    /// `validate-pod`: the name first, then the defaulted pod's resource
+    /// checks, each with its path, type and message.
+    #[test]
+    fn validate_pod_reports_names_then_resources() {
+        let mut bad = container("a", guaranteed("1", "1Gi"));
+        bad.resize_policy = vec![wit::ContainerResizePolicy {
+            resource_name: "gpu".into(),
+            restart_policy: "NotRequired".into(),
+        }];
+        let mut pod = pod("p", None, vec![bad]);
+        pod.name = "web/evil".into();
+        pod.spec.ephemeral_containers = vec![container("debug", guaranteed("1", "1Gi"))];
+        let errors = validate_pod(&pod, &crate::node::default_settings());
+        let shown: Vec<_> = errors
+            .iter()
+            .map(|e| (e.field.as_str(), e.reason, e.bad_value.as_deref()))
+            .collect();
+        assert_eq!(
+            shown,
+            vec![
+                ("metadata.name", wit::ErrorReason::Invalid, Some("web/evil")),
+                (
+                    "spec.containers[0].resizePolicy",
+                    wit::ErrorReason::NotSupported,
+                    Some("gpu")
+                ),
+                (
+                    "spec.ephemeralContainers[0].resources",
+                    wit::ErrorReason::Forbidden,
+                    None
+                ),
+            ]
+        );
+        assert_eq!(
+            errors[2].message,
+            "cannot be set for an Ephemeral Container"
+        );
     }
 }

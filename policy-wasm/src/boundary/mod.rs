@@ -169,6 +169,7 @@ mod tests {
         "evaluate",
         "why",
         "prepared",
+        "validation",
     ];
 
     /// The invariant of issue 22's deliverable 4: WIT types only at the
