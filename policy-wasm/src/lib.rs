@@ -2,15 +2,17 @@
 //! functions over plain data.
 //!
 //! The crate builds natively (unit tests, fuzzing, benches) and, through the
-//! thin [`guest`] shim, as a WebAssembly component that imports nothing. Its
-//! public functions take and return the WIT records generated in [`wit`], so
-//! the native build and the component answer the same question the same way.
+//! thin [`guest`] shim, as a WebAssembly component that imports nothing.
+//! The core modules work on their own types; [`boundary`] decodes the WIT
+//! records generated in [`wit`] into them and encodes the answers, and its
+//! exports (re-exported in [`evaluate`]) are what the guest and native
+//! callers run, so both answer the same question the same way.
 //!
 //! Modules mirror the Kubernetes concepts:
 //! - [`quantity`]: the exact Kubernetes quantity grammar and arithmetic.
 //! - [`features`]: feature gates and their Kubernetes 1.36 defaults.
 //! - [`field_error`]: a bad input field with its path, as every module reports it.
-//! - [`model`]: decoding WIT pods into parsed, path-annotated pods.
+//! - [`model`]: the parsed, path-annotated pod.
 //! - [`node`]: node settings, their kubelet defaults and their validation.
 //! - [`resources`]: effective pod requests and limits (`PodRequests`, `PodLimits`).
 //! - [`qos`]: the pod QoS class.
@@ -28,8 +30,8 @@
 //! - [`resize`]: in-place resize (KEP-1287): validation, fit check, ordered cgroup plan.
 //! - [`managers`]: the KEP-5526 resource managers over their own types:
 //!   machine, state and configuration, admission and release, manager operations.
-//! - [`boundary`]: the managers' edge: WIT records decoded into the
-//!   managers' types (with field paths) and their answers encoded.
+//! - [`boundary`]: the edge: WIT records decoded into the core's types
+//!   (with field paths), the answers encoded, and the exports.
 //! - [`evaluate`]: the whole node-side evaluation of one pod.
 //! - [`prepared`]: a node decoded once (and its managers built) for many pods.
 //!

@@ -1,15 +1,22 @@
-//! The edge of the managers: the one place their inputs are decoded from
-//! the WIT records (`wit/policy.wit`) into the core's own types, and their
-//! answers encoded back.
+//! The edge of the policy: the one place inputs are decoded from the WIT
+//! records (`wit/policy.wit`) into the core's own types, and answers
+//! encoded back.
 //!
+//! - [`node`] and [`pod`]: the node settings and the pod decoded (and
+//!   resource maps, container kinds, pending resizes, warnings encoded);
+//! - [`evaluate`]: the `pod`, `evaluate` and `resize` interfaces' exports
+//!   (re-exported at [`crate::evaluate`]);
+//! - [`prepared`]: the `prepared-node` resource's WIT-typed methods;
+//! - [`cgroup`] and [`qos`]: cgroup files, resource configs, node-level
+//!   cgroups, placement files and the QoS class encoded by moving;
 //! - [`managers`]: the `managers` interface (`admit`, `release`), the
 //!   prepared node's managers, and the node checks that run the managers'
 //!   start-up checks (`validate-node`, `managers-active`);
 //! - [`testing`]: the `testing` interface's `manager-operation`.
 //!
-//! The core modules [`crate::managers`] and [`crate::cpu_manager`] (like
-//! [`crate::topology`] and [`crate::memory_manager`]) never name
-//! `crate::wit`; a test below keeps it so. Decoding reports every bad
+//! The core modules listed in the test below (`WIT_FREE_MODULES`: the
+//! managers, the evaluation and everything it composes) never name
+//! `crate::wit`; `defaults` and `resize` still do. Decoding reports every bad
 //! field with its path (`state.cpu.entries[0].cpuset`), as
 //! `k8s.io/apimachinery/pkg/util/validation/field` builds them; the core's
 //! own [`FieldError`]s are encoded in the
