@@ -12,18 +12,43 @@
 
 use std::collections::BTreeMap;
 
+use crate::cgroup_file::{CgroupFile, CgroupFileName, CgroupValue, CpuMaxValue};
 use crate::model::{Container, ContainerKind, Pod, ResourceMap};
-use crate::node::NodeConfig;
+use crate::node::{CgroupVersion, CpuWeightCurve, NodeConfig};
+use crate::qos::QosClass;
 use crate::quantity::Quantity;
 use crate::resources::{self, pod_level_resources_set};
-use crate::wit::{
-    CgroupFile, CgroupFileName, CgroupValue, CpuMaxValue, CpuWeightCurve, HugepageLimit, QosClass,
-    ResourceConfig,
-};
 
 // Memory QoS's switch and its memory.min / memory.low choice live in
 // `memory_qos`: cgroup depends on memory_qos, never the other way round.
 use crate::memory_qos::memory_qos_enforced;
+
+/// A hugetlb limit: page size and limit, both in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HugepageLimit {
+    /// Page size in bytes (2097152 for 2Mi pages).
+    pub page_size_bytes: u64,
+    /// Limit in bytes.
+    pub limit_bytes: u64,
+}
+
+/// A kubelet `ResourceConfig` (pod or QoS cgroup) or the CRI container
+/// resources, cgroup-version neutral.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceConfig {
+    /// CPU shares (cgroup v1 units; v2 weight derives from them).
+    pub cpu_shares: Option<u64>,
+    /// CFS quota in microseconds; -1 = unlimited.
+    pub cpu_quota: Option<i64>,
+    /// CFS period in microseconds.
+    pub cpu_period: Option<u64>,
+    /// Memory limit in bytes.
+    pub memory_limit: Option<i64>,
+    /// hugetlb limits by page size.
+    pub hugepage_limits: Option<Vec<HugepageLimit>>,
+    /// cgroup v2 `unified` keys (memory.min, memory.low, memory.high, ...).
+    pub unified: Vec<(String, String)>,
+}
 
 /// cgroup v1 minimum CPU shares.
 pub const MIN_SHARES: u64 = 2;
@@ -329,7 +354,7 @@ pub fn container_resource_config(
     hugepages.extend(hugepage_limits(c.resources.limits()));
 
     let mut unified = Vec::new();
-    if node.cgroup_version == crate::wit::CgroupVersion::V2 && !node.single_process_oom_kill {
+    if node.cgroup_version == CgroupVersion::V2 && !node.single_process_oom_kill {
         unified.push(("memory.oom.group".to_string(), "1".to_string()));
     }
     unified.extend(crate::memory_qos::container_unified(c, node, qos));

@@ -31,7 +31,7 @@ pub fn default_pod(
     input: &wit::Pod,
     gates: &FeatureGates,
 ) -> Result<wit::DefaultedPod, Vec<FieldError>> {
-    Pod::decode(input)?;
+    crate::boundary::pod::decode_pod(input)?;
     let mut out = input.clone();
     round_all_to_milli(&mut out);
     for c in out
@@ -45,7 +45,7 @@ pub fn default_pod(
     if gates.pod_level_resources && out.spec.resources.is_some() {
         // The pod-level steps below read container resources only, which are
         // final from here on, so one decode serves all three.
-        let containers = Pod::decode(&out)?;
+        let containers = crate::boundary::pod::decode_pod(&out)?;
         default_hugepage_pod_limits(&mut out, &containers);
         default_pod_requests(&mut out, &containers);
         if gates.pod_level_resources_fix_update_defaulting {

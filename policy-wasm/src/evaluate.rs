@@ -1,93 +1,88 @@
-//! The policy's public functions over WIT records: decode, decide, encode.
+//! The whole node-side evaluation of one pod, over the core's types:
+//! effective requests and limits, the QoS class, the pod and container
+//! cgroup values, `oom_score_adj`, the node-level cgroups.
 //!
-//! Each function here is one export of the `pod-policy` world; the guest
-//! shim forwards to them unchanged, and native callers (tests, fuzzing,
-//! benches) call them directly, so both paths run the same code.
+//! The exports that take and give WIT records (`evaluate`, `validate_pod`,
+//! `admit`, ...) decode, call these and encode in
+//! [`crate::boundary::evaluate`]; they are re-exported here, the path the
+//! host's benches and the fuzzers have always called them by.
 
-use crate::cgroup;
-use crate::model::{Pod, ResourceMap, decode_list, field_error, to_amounts};
+use crate::cgroup::{self, ResourceConfig};
+use crate::cgroup_file::CgroupFile;
+use crate::field_error::{FieldError, FieldErrorType};
+use crate::model::{ContainerKind, Pod, ResourceMap};
 use crate::node::NodeConfig;
+use crate::node_cgroups::NodeCgroupValues;
 use crate::oom;
-use crate::qos;
+use crate::qos::{self, QosClass};
+use crate::resize::PendingResize;
 use crate::resources::{self, Options};
-use crate::wit::{self, ErrorReason, FieldError};
 
-pub(crate) type Result<T> = std::result::Result<T, Vec<FieldError>>;
+pub use crate::boundary::evaluate::{
+    admit, container_memory_high, default_pod, effective_resources, evaluate, manager_operation,
+    managers_active, node_cgroups, oom_score_adjust, pod_resource_config, pod_warnings, qos_class,
+    release, resize_plan, validate_node, validate_pod,
+};
 
-/// Decode the pod and the node together so that both report their errors.
-pub(crate) fn decode(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<(Pod, NodeConfig)> {
-    match (Pod::decode(pod), NodeConfig::decode(node)) {
-        (Ok(pod), Ok(node)) => Ok((pod, node)),
-        (pod, node) => Err(pod.err().into_iter().chain(node.err()).flatten().collect()),
-    }
+/// A pod's effective requests and limits (`PodRequests` / `PodLimits`),
+/// their container parts, and which pod-level values are set.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EffectiveResources {
+    /// `PodRequests`.
+    pub requests: ResourceMap,
+    /// `PodLimits`.
+    pub limits: ResourceMap,
+    /// `AggregateContainerRequests`.
+    pub aggregate_container_requests: ResourceMap,
+    /// `AggregateContainerLimits`.
+    pub aggregate_container_limits: ResourceMap,
+    /// `IsPodLevelResourcesSet`.
+    pub pod_level_resources_set: bool,
+    /// `IsPodLevelRequestsSet`.
+    pub pod_level_requests_set: bool,
+    /// `IsPodLevelLimitsSet`.
+    pub pod_level_limits_set: bool,
 }
 
-/// Export `validate-node`.
-pub fn validate_node(node: &wit::NodeSettings) -> Vec<FieldError> {
-    match NodeConfig::decode(node) {
-        Err(errors) => errors,
-        Ok(config) => {
-            let mut errors = config.validate_allocatable();
-            errors.extend(crate::boundary::managers::validate_config(node));
-            errors
-        }
-    }
+/// What the node applies for one container.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ContainerEvaluation {
+    /// The container name.
+    pub name: String,
+    /// Init, sidecar, regular or ephemeral.
+    pub kind: ContainerKind,
+    /// Its `oom_score_adj`.
+    pub oom_score_adj: i32,
+    /// The CRI resources the kubelet hands the runtime.
+    pub resources: ResourceConfig,
+    /// The cgroup v2 files of the container cgroup.
+    pub cgroup_files: Vec<CgroupFile>,
 }
 
-/// Export `managers-active`.
-pub fn managers_active(node: &wit::NodeSettings) -> bool {
-    crate::boundary::managers::places_pods(node)
+/// Everything the node applies for one pod.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodEvaluation {
+    /// QoS class.
+    pub qos_class: QosClass,
+    /// Effective requests and limits (the kubelet's options).
+    pub effective: EffectiveResources,
+    /// The pod cgroup's `ResourceConfig`.
+    pub pod_resources: ResourceConfig,
+    /// The cgroup v2 files of the pod cgroup.
+    pub pod_cgroup_files: Vec<CgroupFile>,
+    /// Per container: init containers first, then regular, then ephemeral, in spec order.
+    pub containers: Vec<ContainerEvaluation>,
+    /// Non-fatal notes for a user (e.g. an old kernel under Memory QoS).
+    pub warnings: Vec<String>,
+    /// A resize the kubelet has not actuated yet; the values are the allocated ones.
+    pub pending_resize: Option<PendingResize>,
 }
 
-/// Export `default-pod`.
-pub fn default_pod(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<wit::DefaultedPod> {
-    let node = NodeConfig::decode(node)?;
-    crate::defaults::default_pod(pod, &node.gates)
-}
-
-/// Export `validate-pod`.
-pub fn validate_pod(pod: &wit::Pod, node: &wit::NodeSettings) -> Vec<FieldError> {
-    match NodeConfig::decode(node) {
-        Ok(node) => crate::validation::validate_pod(pod, &node),
-        Err(errors) => errors,
-    }
-}
-
-/// Export `pod-warnings`.
-pub fn pod_warnings(pod: &wit::Pod) -> Vec<wit::PodWarning> {
-    crate::warnings::pod_warnings(pod)
-}
-
-/// Export `effective-resources`.
-pub fn effective_resources(
-    pod: &wit::Pod,
-    options: &wit::PodResourcesOptions,
-    node: &wit::NodeSettings,
-) -> Result<wit::EffectiveResources> {
-    let (pod, node) = decode(pod, node)?;
-    let mut errors = Vec::new();
-    let non_missing: Option<ResourceMap> = options
-        .non_missing_container_requests
-        .as_ref()
-        .map(|l| decode_list(l, "options.nonMissingContainerRequests", &mut errors));
-    if !errors.is_empty() {
-        return Err(errors);
-    }
-    let options = Options {
-        exclude_overhead: options.exclude_overhead,
-        use_status_resources: options.use_status_resources,
-        in_place_pod_level_resources_vertical_scaling: options
-            .in_place_pod_level_resources_vertical_scaling_enabled,
-        non_missing_container_requests: non_missing,
-        skip_pod_level_resources: options.skip_pod_level_resources
-            || !node.gates.pod_level_resources,
-        skip_container_level_resources: options.skip_container_level_resources,
-    };
-    Ok(effective(&pod, &options, &node))
-}
-
-fn effective(pod: &Pod, options: &Options, node: &NodeConfig) -> wit::EffectiveResources {
-    Totals::new(pod, options, node).to_wit(pod)
+/// `pod`'s effective resources under `options` (pod-level resources are
+/// skipped without the PodLevelResources gate, whatever the options say).
+pub fn effective(pod: &Pod, mut options: Options, node: &NodeConfig) -> EffectiveResources {
+    options.skip_pod_level_resources |= !node.gates.pod_level_resources;
+    Totals::new(pod, &options, node).into_effective(pod)
 }
 
 /// A pod's effective requests and limits and their container parts, each
@@ -128,12 +123,12 @@ impl Totals {
         }
     }
 
-    fn to_wit(&self, pod: &Pod) -> wit::EffectiveResources {
-        wit::EffectiveResources {
-            requests: to_amounts(&self.requests),
-            limits: to_amounts(&self.limits),
-            aggregate_container_requests: to_amounts(&self.aggregate_requests),
-            aggregate_container_limits: to_amounts(&self.aggregate_limits),
+    fn into_effective(self, pod: &Pod) -> EffectiveResources {
+        EffectiveResources {
+            requests: self.requests,
+            limits: self.limits,
+            aggregate_container_requests: self.aggregate_requests,
+            aggregate_container_limits: self.aggregate_limits,
             pod_level_resources_set: resources::pod_level_resources_set(pod),
             pod_level_requests_set: resources::pod_level_requests_set(pod),
             pod_level_limits_set: resources::pod_level_limits_set(pod),
@@ -141,53 +136,36 @@ impl Totals {
     }
 }
 
-/// Export `qos-class`.
-pub fn qos_class(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<wit::QosClass> {
-    let (pod, node) = decode(pod, node)?;
-    Ok(qos::pod_qos(&pod, &node.gates))
-}
-
-/// Export `pod-resource-config`.
-pub fn pod_resource_config(
-    pod: &wit::Pod,
-    node: &wit::NodeSettings,
-) -> Result<wit::ResourceConfig> {
-    let (pod, node) = decode(pod, node)?;
-    let class = qos::pod_qos(&pod, &node.gates);
-    Ok(cgroup::pod_resource_config(&pod, &node, class))
-}
-
-fn memory_capacity(node: &NodeConfig) -> Result<u64> {
+/// The node's memory capacity in bytes, which `oom_score_adj` is computed
+/// from: an error when the node reports none.
+pub fn memory_capacity(node: &NodeConfig) -> Result<u64, Vec<FieldError>> {
     match node.memory_capacity() {
         Some(capacity) if capacity > 0 => Ok(capacity),
-        _ => Err(vec![field_error(
+        _ => Err(vec![FieldError::new(
             "capacity[memory]",
-            ErrorReason::Required,
+            FieldErrorType::Required,
             "the node's memory capacity is needed to compute oom_score_adj",
+            None,
         )]),
     }
 }
 
-/// Export `oom-score-adjust`.
-pub fn oom_score_adjust(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<Vec<(String, i32)>> {
-    let (pod, node) = decode(pod, node)?;
-    let capacity = memory_capacity(&node)?;
-    let oom = oom::PodOomFacts::new(&pod, qos::pod_qos(&pod, &node.gates), capacity, &node.gates);
+/// `oom_score_adj` of every init and regular container, in spec order.
+pub fn oom_score_adjustments(
+    pod: &Pod,
+    node: &NodeConfig,
+) -> Result<Vec<(String, i32)>, Vec<FieldError>> {
+    let capacity = memory_capacity(node)?;
+    let oom = oom::PodOomFacts::new(pod, qos::pod_qos(pod, &node.gates), capacity, &node.gates);
     Ok(pod
         .init_and_regular()
-        .map(|c| (c.name.clone(), oom.score(&pod, c, &node.gates)))
+        .map(|c| (c.name.clone(), oom.score(pod, c, &node.gates)))
         .collect())
 }
 
-/// Export `evaluate`.
-pub fn evaluate(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<wit::PodEvaluation> {
-    let (pod, node) = decode(pod, node)?;
-    evaluate_decoded(pod, &node)
-}
-
-/// [`evaluate`] of a decoded pod on a decoded node (a prepared node's
-/// `evaluate` decodes only the pod).
-pub(crate) fn evaluate_decoded(pod: Pod, node: &NodeConfig) -> Result<wit::PodEvaluation> {
+/// Everything the node applies for `pod` (init, regular and ephemeral
+/// containers).
+pub fn evaluate_pod(pod: Pod, node: &NodeConfig) -> Result<PodEvaluation, Vec<FieldError>> {
     // While a resize is pending the kubelet applies the allocated resources
     // (`UpdatePodFromAllocation`), not the spec's.
     let (pod, pending_resize) = match crate::resize::allocated(&pod) {
@@ -210,18 +188,18 @@ pub(crate) fn evaluate_decoded(pod: Pod, node: &NodeConfig) -> Result<wit::PodEv
         .chain(&pod.ephemeral_containers)
         .map(|c| {
             let resources = cgroup::container_resource_config(&pod, c, node, class);
-            wit::ContainerEvaluation {
+            ContainerEvaluation {
                 name: c.name.clone(),
-                kind: c.kind.to_wit(),
+                kind: c.kind,
                 oom_score_adj: oom.score(&pod, c, gates),
                 cgroup_files: cgroup::container_cgroup_files(&resources, node),
                 resources,
             }
         })
         .collect();
-    Ok(wit::PodEvaluation {
+    Ok(PodEvaluation {
         qos_class: class,
-        effective: totals.to_wit(&pod),
+        effective: totals.into_effective(&pod),
         pod_resources,
         pod_cgroup_files,
         containers,
@@ -230,88 +208,16 @@ pub(crate) fn evaluate_decoded(pod: Pod, node: &NodeConfig) -> Result<wit::PodEv
     })
 }
 
-/// Export `container-memory-high`.
-pub fn container_memory_high(
-    request: Option<u64>,
-    limit: Option<u64>,
-    qos: wit::QosClass,
-    node: &wit::NodeSettings,
-) -> Result<Option<u64>> {
-    let node = NodeConfig::decode(node)?;
-    Ok(crate::memory_qos::container_memory_high(
-        request,
-        limit,
-        node.allocatable_memory(),
-        node.memory_throttling_factor,
-        node.page_size,
-        qos,
-    ))
-}
-
-/// Export `node-cgroups`.
-pub fn node_cgroups(pods: &[wit::Pod], node: &wit::NodeSettings) -> Result<wit::NodeCgroups> {
-    let node = NodeConfig::decode(node)?;
-    let mut errors = Vec::new();
-    let mut decoded = Vec::new();
-    for (i, pod) in pods.iter().enumerate() {
-        match Pod::decode(pod) {
-            Ok(pod) => {
-                // The QoS manager sums the pods as allocated.
-                let pod = crate::resize::allocated(&pod).map_or(pod, |(allocated, _)| allocated);
-                let class = qos::pod_qos(&pod, &node.gates);
-                decoded.push((pod, class));
-            }
-            Err(pod_errors) => errors.extend(pod_errors.into_iter().map(|mut e| {
-                e.field = format!("pods[{i}].{}", e.field);
-                e
-            })),
-        }
-    }
-    if !errors.is_empty() {
-        return Err(errors);
-    }
-    Ok(wit::NodeCgroups {
-        cgroups: crate::node_cgroups::node_cgroups(&decoded, &node),
-        warnings: crate::memory_qos::kernel_warnings(&node),
-    })
-}
-
-/// Export `resize-plan`.
-pub fn resize_plan(
-    current: &wit::Pod,
-    desired: &wit::Pod,
-    others: &[wit::ResourceQuantity],
-    node: &wit::NodeSettings,
-) -> Result<wit::ResizePlan> {
-    crate::resize::plan(current, desired, others, node)
-}
-
-/// Export `admit`: KEP-5526 admission by the topology, CPU and memory managers.
-pub fn admit(
-    pod: &wit::Pod,
-    topology: &wit::NodeTopology,
-    state: &wit::ManagerState,
-    node: &wit::NodeSettings,
-) -> Result<wit::Admission> {
-    crate::boundary::managers::admit(pod, topology, state, node)
-}
-
-/// Export `release`: `RemoveContainer` on the configured managers.
-pub fn release(
-    pod_uid: &str,
-    container: &str,
-    topology: &wit::NodeTopology,
-    state: &wit::ManagerState,
-    node: &wit::NodeSettings,
-) -> Result<wit::ManagerState> {
-    crate::boundary::managers::release(pod_uid, container, topology, state, node)
-}
-
-/// Export `manager-operation`: one upstream manager function on explicit inputs.
-pub fn manager_operation(
-    request: &wit::ManagerRequest,
-    topology: &wit::NodeTopology,
-    node: &wit::NodeSettings,
-) -> Result<crate::boundary::testing::OperationResult> {
-    crate::boundary::testing::manager_operation(request, topology, node)
+/// The node-level cgroups over `pods`, each taken as allocated (the QoS
+/// manager sums the pods as allocated).
+pub fn node_level_cgroups(pods: Vec<Pod>, node: &NodeConfig) -> Vec<NodeCgroupValues> {
+    let classified: Vec<(Pod, QosClass)> = pods
+        .into_iter()
+        .map(|pod| {
+            let pod = crate::resize::allocated(&pod).map_or(pod, |(allocated, _)| allocated);
+            let class = qos::pod_qos(&pod, &node.gates);
+            (pod, class)
+        })
+        .collect();
+    crate::node_cgroups::node_cgroups(&classified, node)
 }

@@ -3,7 +3,7 @@
 //! The host passes only the gates a user set; every other gate keeps the
 //! default listed here, so the defaults live in exactly one place.
 
-use crate::wit::{ErrorReason, FeatureGate, FieldError};
+use crate::field_error::{FieldError, FieldErrorType};
 
 /// A feature gate known to this policy.
 #[derive(Clone, Copy, Debug)]
@@ -194,20 +194,23 @@ impl FeatureGates {
         })
     }
 
-    /// Resolve user-set gates over the 1.36 defaults. Unknown gates are
-    /// errors (as in the kubelet: "unrecognized feature gate"); a gate set
-    /// twice takes the last value.
-    pub fn resolve(overrides: &[FeatureGate], errors: &mut Vec<FieldError>) -> FeatureGates {
+    /// Resolve user-set gates, `(name, enabled)` in the order set, over the
+    /// 1.36 defaults. Unknown gates are errors (as in the kubelet:
+    /// "unrecognized feature gate"); a gate set twice takes the last value.
+    pub fn resolve<'a>(
+        overrides: impl IntoIterator<Item = (&'a str, bool)>,
+        errors: &mut Vec<FieldError>,
+    ) -> FeatureGates {
         let mut gates = FeatureGates::default();
-        for gate in overrides {
-            match gates.slot(&gate.name) {
-                Some(slot) => *slot = gate.enabled,
-                None => errors.push(FieldError {
-                    field: format!("featureGates[{}]", crate::model::truncate(&gate.name)),
-                    reason: ErrorReason::NotSupported,
-                    message: "unrecognized feature gate".to_string(),
-                    bad_value: Some(crate::model::truncate(&gate.name)),
-                }),
+        for (name, enabled) in overrides {
+            match gates.slot(name) {
+                Some(slot) => *slot = enabled,
+                None => errors.push(FieldError::new(
+                    format!("featureGates[{}]", crate::model::truncate(name)),
+                    FieldErrorType::NotSupported,
+                    "unrecognized feature gate",
+                    Some(crate::model::truncate(name)),
+                )),
             }
         }
         gates
@@ -233,22 +236,10 @@ mod tests {
     #[test]
     fn overrides_apply_and_unknown_gates_are_errors() {
         let mut errors = Vec::new();
-        let gates = FeatureGates::resolve(
-            &[
-                FeatureGate {
-                    name: "MemoryQoS".into(),
-                    enabled: true,
-                },
-                FeatureGate {
-                    name: "NoSuchGate".into(),
-                    enabled: true,
-                },
-            ],
-            &mut errors,
-        );
+        let gates = FeatureGates::resolve([("MemoryQoS", true), ("NoSuchGate", true)], &mut errors);
         assert!(gates.memory_qos);
         assert_eq!(errors.len(), 1);
         assert_eq!(errors[0].field, "featureGates[NoSuchGate]");
-        assert_eq!(errors[0].reason, ErrorReason::NotSupported);
+        assert_eq!(errors[0].error_type, FieldErrorType::NotSupported);
     }
 }

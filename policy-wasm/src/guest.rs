@@ -1,9 +1,11 @@
-//! The component shim: each export forwards to [`crate::evaluate`], or,
-//! for the managers' exports, to [`crate::boundary`] (which decodes, calls
-//! [`crate::managers`] and encodes). No policy decision belongs in this file.
+//! The component shim: each export forwards to [`crate::boundary`]
+//! (`boundary::evaluate` for the pod, evaluate and resize interfaces,
+//! `boundary::managers` / `boundary::testing` for the managers'), which
+//! decodes, calls the core and encodes. No policy decision belongs in this
+//! file.
 
+use crate::boundary;
 use crate::wit::*;
-use crate::{boundary, evaluate};
 
 // talc rather than std's dlmalloc: a policy call is a burst of small
 // allocations, and talc takes far fewer wasm instructions per malloc/free
@@ -20,32 +22,32 @@ impl exported::node::Guest for PodPolicy {
         crate::policy_info()
     }
     fn validate_node(node: NodeSettings) -> Vec<FieldError> {
-        evaluate::validate_node(&node)
+        boundary::evaluate::validate_node(&node)
     }
     fn managers_active(node: NodeSettings) -> bool {
-        evaluate::managers_active(&node)
+        boundary::evaluate::managers_active(&node)
     }
 }
 
 impl exported::pod::Guest for PodPolicy {
     fn default_pod(pod: Pod, node: NodeSettings) -> Result<DefaultedPod, Vec<FieldError>> {
-        evaluate::default_pod(&pod, &node)
+        boundary::evaluate::default_pod(&pod, &node)
     }
     fn validate_pod(pod: Pod, node: NodeSettings) -> Vec<FieldError> {
-        evaluate::validate_pod(&pod, &node)
+        boundary::evaluate::validate_pod(&pod, &node)
     }
     fn pod_warnings(pod: Pod) -> Vec<PodWarning> {
-        evaluate::pod_warnings(&pod)
+        boundary::evaluate::pod_warnings(&pod)
     }
     fn pod_resources(
         pod: Pod,
         options: PodResourcesOptions,
         node: NodeSettings,
     ) -> Result<EffectiveResources, Vec<FieldError>> {
-        evaluate::effective_resources(&pod, &options, &node)
+        boundary::evaluate::effective_resources(&pod, &options, &node)
     }
     fn pod_qos(pod: Pod, node: NodeSettings) -> Result<QosClass, Vec<FieldError>> {
-        evaluate::qos_class(&pod, &node)
+        boundary::evaluate::qos_class(&pod, &node)
     }
 }
 
@@ -54,13 +56,13 @@ impl exported::evaluate::Guest for PodPolicy {
         pod: Pod,
         node: NodeSettings,
     ) -> Result<ResourceConfig, Vec<FieldError>> {
-        evaluate::pod_resource_config(&pod, &node)
+        boundary::evaluate::pod_resource_config(&pod, &node)
     }
     fn oom_score_adjust(
         pod: Pod,
         node: NodeSettings,
     ) -> Result<Vec<(String, i32)>, Vec<FieldError>> {
-        evaluate::oom_score_adjust(&pod, &node)
+        boundary::evaluate::oom_score_adjust(&pod, &node)
     }
     fn container_memory_high(
         request_bytes: Option<u64>,
@@ -68,19 +70,19 @@ impl exported::evaluate::Guest for PodPolicy {
         qos: QosClass,
         node: NodeSettings,
     ) -> Result<Option<u64>, Vec<FieldError>> {
-        evaluate::container_memory_high(request_bytes, limit_bytes, qos, &node)
+        boundary::evaluate::container_memory_high(request_bytes, limit_bytes, qos, &node)
     }
     fn node_level_cgroups(
         pods: Vec<Pod>,
         node: NodeSettings,
     ) -> Result<NodeCgroups, Vec<FieldError>> {
-        evaluate::node_cgroups(&pods, &node)
+        boundary::evaluate::node_cgroups(&pods, &node)
     }
     fn evaluate(pod: Pod, node: NodeSettings) -> Result<PodEvaluation, Vec<FieldError>> {
-        evaluate::evaluate(&pod, &node)
+        boundary::evaluate::evaluate(&pod, &node)
     }
     fn explain_values(pod: Pod, node: NodeSettings) -> Result<Vec<ValueReason>, Vec<FieldError>> {
-        crate::why::explain_values(&pod, &node)
+        boundary::evaluate::explain_values(&pod, &node)
     }
 }
 
@@ -91,7 +93,7 @@ impl exported::resize::Guest for PodPolicy {
         others: Vec<ResourceQuantity>,
         node: NodeSettings,
     ) -> Result<ResizePlan, Vec<FieldError>> {
-        evaluate::resize_plan(&current, &desired, &others, &node)
+        boundary::evaluate::resize_plan(&current, &desired, &others, &node)
     }
 }
 

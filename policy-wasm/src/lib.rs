@@ -2,20 +2,25 @@
 //! functions over plain data.
 //!
 //! The crate builds natively (unit tests, fuzzing, benches) and, through the
-//! thin [`guest`] shim, as a WebAssembly component that imports nothing. Its
-//! public functions take and return the WIT records generated in [`wit`], so
-//! the native build and the component answer the same question the same way.
+//! thin [`guest`] shim, as a WebAssembly component that imports nothing.
+//! The core modules work on their own types; [`boundary`] decodes the WIT
+//! records generated in [`wit`] into them and encodes the answers, and its
+//! exports (re-exported in [`evaluate`]) are what the guest and native
+//! callers run, so both answer the same question the same way.
 //!
 //! Modules mirror the Kubernetes concepts:
 //! - [`quantity`]: the exact Kubernetes quantity grammar and arithmetic.
 //! - [`features`]: feature gates and their Kubernetes 1.36 defaults.
-//! - [`model`]: decoding WIT pods into parsed, path-annotated pods.
+//! - [`field_error`]: a bad input field with its path, as every module reports it.
+//! - [`model`]: the parsed, path-annotated pod.
 //! - [`node`]: node settings, their kubelet defaults and their validation.
 //! - [`resources`]: effective pod requests and limits (`PodRequests`, `PodLimits`).
 //! - [`qos`]: the pod QoS class.
 //! - [`oom`]: per-container `oom_score_adj`.
 //! - [`memory_qos`]: Memory QoS (KEP-2570) memory.min / memory.low / memory.high.
 //! - [`cgroup`]: pod and container cgroup values (`ResourceConfigForPod`, CRI resources, v2 files).
+//! - [`cgroup_file`]: a cgroup v2 file and its value, as the core computes them.
+//! - [`placement`]: the cgroup files an admission implies (cpusets, `cpu.max`).
 //! - [`cpuset`]: CPU sets in the Kubernetes/Linux list format (`"0-3,8"`).
 //! - [`cpu_topology`]: the node's CPU topology (cores, sockets, NUMA nodes, uncore caches).
 //! - [`cpu_manager`]: the static CPU manager policy, CPU assignment and KEP-5526 pod-level CPUs.
@@ -25,8 +30,8 @@
 //! - [`resize`]: in-place resize (KEP-1287): validation, fit check, ordered cgroup plan.
 //! - [`managers`]: the KEP-5526 resource managers over their own types:
 //!   machine, state and configuration, admission and release, manager operations.
-//! - [`boundary`]: the managers' edge: WIT records decoded into the
-//!   managers' types (with field paths) and their answers encoded.
+//! - [`boundary`]: the edge: WIT records decoded into the core's types
+//!   (with field paths), the answers encoded, and the exports.
 //! - [`evaluate`]: the whole node-side evaluation of one pod.
 //! - [`prepared`]: a node decoded once (and its managers built) for many pods.
 //!
@@ -262,12 +267,14 @@ pub mod wit {
 
 pub mod boundary;
 pub mod cgroup;
+pub mod cgroup_file;
 pub mod cpu_manager;
 pub mod cpu_topology;
 pub mod cpuset;
 pub mod defaults;
 pub mod evaluate;
 pub mod features;
+pub mod field_error;
 pub mod managers;
 pub mod memory_manager;
 pub mod memory_qos;

@@ -18,8 +18,8 @@
 //! too).
 
 use crate::model::Container;
-use crate::node::NodeConfig;
-use crate::wit::{CgroupVersion, MemoryReservationPolicy, QosClass};
+use crate::node::{CgroupVersion, MemoryReservationPolicy, NodeConfig};
+use crate::qos::QosClass;
 
 /// Memory QoS applies only with its gate on a cgroup v2 node.
 pub fn memory_qos_enforced(node: &NodeConfig) -> bool {

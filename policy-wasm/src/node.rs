@@ -5,12 +5,13 @@
 //! period) is decided here, so two hosts never disagree on policy.
 
 use crate::features::FeatureGates;
-use crate::model::{ResourceMap, decode_list, field_error};
+use crate::field_error::{FieldError, FieldErrorType};
+use crate::model::ResourceMap;
 use crate::quantity::Quantity;
-use crate::wit::{
-    self, CgroupDriver, CgroupVersion, CpuWeightCurve, ErrorReason, FieldError,
-    MemoryReservationPolicy,
-};
+
+// The contract's `NodeSettings` with nothing set; the boundary builds it,
+// native callers (the host's benches) find it here as they always did.
+pub use crate::boundary::node::default_settings;
 
 /// The default CFS period, 100 ms in microseconds.
 pub const DEFAULT_CFS_PERIOD_US: u64 = 100_000;
@@ -19,7 +20,46 @@ pub const DEFAULT_MEMORY_THROTTLING_FACTOR: f64 = 0.9;
 /// The default page size for memory.high rounding.
 pub const DEFAULT_PAGE_SIZE: u64 = 4096;
 
-/// Node settings with every default applied.
+/// Which cgroup hierarchy the node runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CgroupVersion {
+    /// cgroup v1: separate hierarchies per controller.
+    V1,
+    /// cgroup v2: the unified hierarchy (the only one cgroup files are given for).
+    V2,
+}
+
+/// Kubelet `cgroupDriver`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CgroupDriver {
+    /// The kubelet writes cgroupfs directly.
+    Cgroupfs,
+    /// systemd owns the cgroups (slices and scopes).
+    Systemd,
+}
+
+/// How container CPU shares become cgroup v2 `cpu.weight`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CpuWeightCurve {
+    /// Kubelet's linear map `1 + (shares - 2) * 9999 / 262142` (pod and QoS cgroups; runc < 1.3.2).
+    Linear,
+    /// The logarithmic map of runc >= 1.3.2 / crun >= 1.23 (shares 1024 -> weight 100).
+    Logarithmic,
+}
+
+/// Kubelet `memoryReservationPolicy` (Memory QoS).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemoryReservationPolicy {
+    /// Write no memory.min / memory.low (the 1.36 default).
+    None,
+    /// KEP-2570: memory.min = requests for containers and pods, any QoS.
+    HardReservation,
+    /// Upstream 1.36: memory.min for Guaranteed, memory.low for Burstable.
+    TieredReservation,
+}
+
+/// Node settings with every default applied (decoded from the contract's
+/// `node-settings` by [`crate::boundary::node::decode_node`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct NodeConfig {
     /// Node name.
@@ -90,163 +130,30 @@ impl NodeConfig {
             .map_or(0, |q| q.value().max(0) as u64)
     }
 
-    /// Decode and validate node settings; all problems are reported.
-    pub fn decode(node: &wit::NodeSettings) -> Result<NodeConfig, Vec<FieldError>> {
-        let mut errors = Vec::new();
-        let gates = FeatureGates::resolve(&node.feature_gates, &mut errors);
-        let capacity = decode_list(&node.capacity, "capacity", &mut errors);
-        let kube_reserved = decode_list(&node.kube_reserved, "kubeReserved", &mut errors);
-        let system_reserved = decode_list(&node.system_reserved, "systemReserved", &mut errors);
-        let allocatable = match &node.allocatable {
-            Some(list) => decode_list(list, "allocatable", &mut errors),
-            None => {
-                let mut allocatable = capacity.clone();
-                for (name, amount) in allocatable.iter_mut() {
-                    for reserved in [&kube_reserved, &system_reserved] {
-                        if let Some(r) = reserved.get(name) {
-                            *amount = amount.saturating_sub(*r).max(Quantity::ZERO);
-                        }
-                    }
-                }
-                allocatable
-            }
-        };
-
-        let requested_period = node
-            .cpu_cfs_quota_period_us
-            .unwrap_or(DEFAULT_CFS_PERIOD_US);
-        if !(1_000..=1_000_000).contains(&requested_period) {
-            errors.push(error(
-                "cpuCFSQuotaPeriod",
-                ErrorReason::Invalid,
-                "must be between 1ms and 1s (1000 to 1000000 microseconds)",
-                requested_period.to_string(),
-            ));
-        } else if requested_period != DEFAULT_CFS_PERIOD_US && !gates.custom_cpu_cfs_quota_period {
-            errors.push(error(
-                "cpuCFSQuotaPeriod",
-                ErrorReason::Forbidden,
-                "must be 100ms unless the CustomCPUCFSQuotaPeriod feature gate is enabled",
-                requested_period.to_string(),
-            ));
-        }
-
-        let factor = node
-            .memory_throttling_factor
-            .unwrap_or(DEFAULT_MEMORY_THROTTLING_FACTOR);
-        if let Err(message) = validate_memory_throttling_factor(factor) {
-            errors.push(error(
-                "memoryThrottlingFactor",
-                ErrorReason::Invalid,
-                message,
-                factor.to_string(),
-            ));
-        }
-
-        let page_size = node.page_size_bytes.unwrap_or(DEFAULT_PAGE_SIZE);
-        if page_size == 0 || !page_size.is_power_of_two() {
-            errors.push(error(
-                "pageSize",
-                ErrorReason::Invalid,
-                "must be a power of two",
-                page_size.to_string(),
-            ));
-        }
-
-        let mut hugepage_sizes = Vec::new();
-        for name in capacity.keys() {
-            if let Some(size) = name.strip_prefix("hugepages-") {
-                match Quantity::parse(size) {
-                    Ok(q) if q.value() > 0 && !q.is_negative() => {
-                        hugepage_sizes.push(q.value() as u64)
-                    }
-                    _ => errors.push(error(
-                        format!("capacity[{}]", crate::model::truncate(name)),
-                        ErrorReason::Invalid,
-                        "hugepages resource names must end in a page size, e.g. hugepages-2Mi",
-                        crate::model::truncate(name),
-                    )),
+    /// Node allocatable when the host reported none: capacity minus
+    /// `kubeReserved` and `systemReserved`, never below zero.
+    pub fn allocatable_from(
+        capacity: &ResourceMap,
+        kube_reserved: &ResourceMap,
+        system_reserved: &ResourceMap,
+    ) -> ResourceMap {
+        let mut allocatable = capacity.clone();
+        for (name, amount) in allocatable.iter_mut() {
+            for reserved in [kube_reserved, system_reserved] {
+                if let Some(r) = reserved.get(name) {
+                    *amount = amount.saturating_sub(*r).max(Quantity::ZERO);
                 }
             }
         }
-        hugepage_sizes.sort_unstable();
-        hugepage_sizes.dedup();
+        allocatable
+    }
 
-        // `hardEvictionReservation`: memory.available reserves memory,
-        // nodefs.available reserves ephemeral-storage.
-        let threshold_of = |signal: &str, resource: &str, errors: &mut Vec<FieldError>| {
-            let capacity = capacity.get(resource).copied().unwrap_or(Quantity::ZERO);
-            let text = match &node.eviction_hard {
-                None => DEFAULT_EVICTION_HARD
-                    .iter()
-                    .find(|(s, _)| *s == signal)
-                    .map(|(_, t)| (*t).to_string()),
-                Some(thresholds) => thresholds
-                    .iter()
-                    .rev()
-                    .find(|(s, _)| s == signal)
-                    .map(|(_, t)| t.clone()),
-            };
-            let text = text?;
-            let value = eviction_threshold(&text, capacity);
-            if value.is_none() {
-                errors.push(error(
-                    format!("evictionHard[{signal}]"),
-                    ErrorReason::Invalid,
-                    "must be a quantity or a percentage between 0% and 100%",
-                    crate::model::truncate(&text),
-                ));
-            }
-            value
-        };
-        let eviction_hard_memory =
-            threshold_of("memory.available", "memory", &mut errors).unwrap_or(0);
-        let eviction_hard_storage =
-            threshold_of("nodefs.available", "ephemeral-storage", &mut errors).unwrap_or(0);
-
-        if !errors.is_empty() {
-            return Err(errors);
-        }
-        Ok(NodeConfig {
-            name: node.name.clone(),
-            cfs_period_us: if gates.custom_cpu_cfs_quota_period {
-                requested_period
-            } else {
-                DEFAULT_CFS_PERIOD_US
-            },
-            gates,
-            capacity,
-            allocatable,
-            cgroup_version: node.cgroup_version,
-            cgroup_driver: node.cgroup_driver,
-            cgroups_per_qos: node.cgroups_per_qos.unwrap_or(true),
-            enforce_node_allocatable: node
-                .enforce_node_allocatable
-                .clone()
-                .unwrap_or_else(|| vec!["pods".to_string()]),
-            cpu_cfs_quota: node.cpu_cfs_quota.unwrap_or(true),
-            memory_throttling_factor: factor,
-            memory_reservation_policy: node
-                .memory_reservation_policy
-                .unwrap_or(MemoryReservationPolicy::None),
-            page_size,
-            cpu_weight_curve: node.cpu_weight_curve.unwrap_or(CpuWeightCurve::Linear),
-            single_process_oom_kill: node.single_process_oom_kill.unwrap_or(false),
-            hugepage_sizes,
-            kube_reserved,
-            system_reserved,
-            kernel_version: node.kernel_version.clone(),
-            eviction_hard_memory,
-            eviction_hard_storage,
-            cpu_manager_static: node.cpu_manager_policy == Some(wit::CpuManagerPolicy::Static),
-            memory_manager_static: node.memory_manager_policy
-                == Some(wit::MemoryManagerPolicy::Static),
-            hugetlb_reservations: node
-                .kernel_version
-                .as_deref()
-                .and_then(crate::memory_qos::parse_kernel_version)
-                .is_none_or(|version| version >= (5, 7)),
-        })
+    /// Whether a node on kernel `kernel_version` has hugetlb reservation
+    /// limits (Linux 5.7+); an unknown kernel is taken to have them.
+    pub fn hugetlb_reservations(kernel_version: Option<&str>) -> bool {
+        kernel_version
+            .and_then(crate::memory_qos::parse_kernel_version)
+            .is_none_or(|version| version >= (5, 7))
     }
 }
 
@@ -257,7 +164,7 @@ pub const DEFAULT_EVICTION_HARD: [(&str, &str); 2] =
 
 /// An eviction threshold in bytes: a quantity, or `N%` of `capacity`
 /// (upstream `parseThresholdStatement`; a percentage is rounded down).
-fn eviction_threshold(text: &str, capacity: Quantity) -> Option<u64> {
+pub fn eviction_threshold(text: &str, capacity: Quantity) -> Option<u64> {
     if let Some(percent) = text.strip_suffix('%') {
         let value: f64 = percent.parse().ok()?;
         if !(0.0..=100.0).contains(&value) {
@@ -302,15 +209,15 @@ impl NodeConfig {
                 // (a kubelet always knows every capacity it reserves from).
                 let capacity = *self.capacity.get(name)?;
                 (capacity < *reserved).then(|| {
-                    error(
+                    FieldError::new(
                         format!("capacity[{}]", crate::model::truncate(name)),
-                        ErrorReason::Invalid,
-                        &format!(
+                        FieldErrorType::Invalid,
+                        format!(
                             "invalid Node Allocatable configuration. Resource {name:?} has a reservation of {} but capacity of {}. Expected capacity >= reservation.",
                             reserved.to_canonical_string(),
                             capacity.to_canonical_string()
                         ),
-                        capacity.to_canonical_string(),
+                        Some(capacity.to_canonical_string()),
                     )
                 })
             })
@@ -324,44 +231,5 @@ pub fn validate_memory_throttling_factor(factor: f64) -> Result<(), &'static str
         Ok(())
     } else {
         Err("must be greater than 0 and less than or equal to 1.0")
-    }
-}
-
-fn error(field: impl Into<String>, reason: ErrorReason, message: &str, bad: String) -> FieldError {
-    let mut e = field_error(field, reason, message);
-    e.bad_value = Some(bad);
-    e
-}
-
-/// A node with nothing set: every kubelet default, cgroup v2, no capacity.
-pub fn default_settings() -> wit::NodeSettings {
-    wit::NodeSettings {
-        name: String::new(),
-        capacity: Vec::new(),
-        allocatable: None,
-        kube_reserved: Vec::new(),
-        system_reserved: Vec::new(),
-        cgroup_version: CgroupVersion::V2,
-        cgroup_driver: CgroupDriver::Cgroupfs,
-        cgroups_per_qos: None,
-        enforce_node_allocatable: None,
-        cpu_cfs_quota: None,
-        cpu_cfs_quota_period_us: None,
-        memory_throttling_factor: None,
-        memory_reservation_policy: None,
-        page_size_bytes: None,
-        cpu_weight_curve: None,
-        single_process_oom_kill: None,
-        cpu_manager_policy: None,
-        cpu_manager_policy_options: Vec::new(),
-        reserved_system_cpus: None,
-        memory_manager_policy: None,
-        reserved_memory: Vec::new(),
-        topology_manager_policy: None,
-        topology_manager_scope: None,
-        topology_manager_policy_options: Vec::new(),
-        feature_gates: Vec::new(),
-        kernel_version: None,
-        eviction_hard: None,
     }
 }

@@ -19,15 +19,37 @@
 //! without it the QoS cgroups carry no memory.max.
 
 use crate::cgroup::{cpu_shares_to_weight_linear, milli_cpu_to_shares};
+use crate::cgroup_file::{CgroupFile, CgroupFileName, CgroupValue};
 use crate::memory_qos::memory_qos_enforced;
 use crate::model::{Pod, ResourceMap};
-use crate::node::NodeConfig;
+use crate::node::{CgroupVersion, MemoryReservationPolicy, NodeConfig};
+use crate::qos::QosClass;
 use crate::quantity::Quantity;
 use crate::resources;
-use crate::wit::{
-    CgroupFile, CgroupFileName, CgroupValue, CgroupVersion, MemoryReservationPolicy, NodeCgroup,
-    NodeCgroupValues, QosClass,
-};
+
+/// A node-level cgroup the kubelet writes itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeCgroup {
+    /// The `kubepods` root: node allocatable, and the QoS manager's Guaranteed cgroup.
+    Kubepods,
+    /// The Burstable QoS tier (with `cgroupsPerQOS`).
+    Burstable,
+    /// The BestEffort QoS tier (with `cgroupsPerQOS`).
+    Besteffort,
+    /// `kubeReservedCgroup` (with `enforceNodeAllocatable: kube-reserved`).
+    KubeReserved,
+    /// `systemReservedCgroup` (with `enforceNodeAllocatable: system-reserved`).
+    SystemReserved,
+}
+
+/// Files to write to one node-level cgroup.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeCgroupValues {
+    /// Which cgroup.
+    pub cgroup: NodeCgroup,
+    /// Its files.
+    pub files: Vec<CgroupFile>,
+}
 
 /// The hugetlb limit the QoS manager sets on its cgroups (`setHugePagesUnbounded`).
 pub const UNBOUNDED_HUGEPAGES: u64 = 1 << 62;

@@ -9,8 +9,7 @@
 //! from files the namespace `default`, and admission reviews may carry
 //! `generateName` only; the API server fills both before it stores a pod.
 
-use crate::model::field_error;
-use crate::wit::{self, ErrorReason, FieldError};
+use crate::field_error::{FieldError, FieldErrorType};
 
 const DNS1123_LABEL_MAX: usize = 63;
 const DNS1123_SUBDOMAIN_MAX: usize = 253;
@@ -28,9 +27,7 @@ fn is_label(text: &str) -> bool {
 }
 
 fn invalid(field: &str, value: &str, message: &str) -> FieldError {
-    let mut e = field_error(field.to_string(), ErrorReason::Invalid, message.to_string());
-    e.bad_value = Some(crate::model::truncate(value));
-    e
+    FieldError::invalid(field, message, value)
 }
 
 /// Upstream `IsDNS1123Label`'s findings for `value` at `field`.
@@ -53,21 +50,22 @@ fn dns1123_subdomain(field: &str, value: &str, errors: &mut Vec<FieldError>) {
     }
 }
 
-/// The pod's name, namespace and container list, as the API server checks
-/// them on create.
-pub fn validate_object_meta(pod: &wit::Pod) -> Vec<FieldError> {
+/// The pod's name, namespace and number of (regular) containers, as the
+/// API server checks them on create.
+pub fn validate_object_meta(name: &str, namespace: &str, containers: usize) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    if !pod.name.is_empty() {
-        dns1123_subdomain("metadata.name", &pod.name, &mut errors);
+    if !name.is_empty() {
+        dns1123_subdomain("metadata.name", name, &mut errors);
     }
-    if !pod.namespace.is_empty() {
-        dns1123_label("metadata.namespace", &pod.namespace, &mut errors);
+    if !namespace.is_empty() {
+        dns1123_label("metadata.namespace", namespace, &mut errors);
     }
-    if pod.spec.containers.is_empty() {
-        errors.push(field_error(
-            "spec.containers".to_string(),
-            ErrorReason::Required,
-            "Required value".to_string(),
+    if containers == 0 {
+        errors.push(FieldError::new(
+            "spec.containers",
+            FieldErrorType::Required,
+            "Required value",
+            None,
         ));
     }
     errors

@@ -10,11 +10,11 @@
 
 use crate::features::FeatureGates;
 use crate::model::{Container, ContainerKind, Pod};
+use crate::qos::QosClass;
 use crate::qos::pod_qos;
 use crate::resources::{
     Options, aggregate_container_requests, dra_claim_resources, dra_container_share,
 };
-use crate::wit::QosClass;
 
 /// `oom_score_adj` of the kubelet and kube-proxy.
 pub const KUBELET_OOM_SCORE_ADJ: i32 = -999;

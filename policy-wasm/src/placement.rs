@@ -10,10 +10,28 @@
 
 use std::collections::BTreeSet;
 
-use crate::wit::{
-    CgroupFile, CgroupFileName, CgroupValue, ContainerFiles, CpuMaxValue, MemoryBlock,
-    PlacementFiles, PodAssignment,
-};
+use crate::cgroup_file::{CgroupFile, CgroupFileName, CgroupValue, CpuMaxValue};
+use crate::managers::PodAssignment;
+use crate::memory_manager::Block;
+
+/// The files of one container's cgroup.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContainerFiles {
+    /// The container name.
+    pub name: String,
+    /// Its cpusets (and `cpu.max` without quota on exclusive CPUs).
+    pub files: Vec<CgroupFile>,
+}
+
+/// The cgroup files of an admitted pod: the pod cgroup's and each managed
+/// container's, in admission order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PlacementFiles {
+    /// The pod cgroup's files.
+    pub pod: Vec<CgroupFile>,
+    /// Each init and app container's files.
+    pub containers: Vec<ContainerFiles>,
+}
 
 fn file(file: CgroupFileName, list: String) -> CgroupFile {
     CgroupFile {
@@ -22,10 +40,11 @@ fn file(file: CgroupFileName, list: String) -> CgroupFile {
     }
 }
 
-fn mems(blocks: &[MemoryBlock], all_numa_nodes: &BTreeSet<u32>) -> String {
+fn mems(blocks: &[Block], all_numa_nodes: &BTreeSet<u32>) -> String {
+    // NUMA node ids fit a mask (0..=63), so they fit a u32.
     let used: BTreeSet<u32> = blocks
         .iter()
-        .flat_map(|b| b.numa_affinity.iter().copied())
+        .flat_map(|b| b.numa_affinity.iter().map(|&id| id as u32))
         .collect();
     let nodes = if used.is_empty() {
         all_numa_nodes
@@ -55,7 +74,7 @@ pub fn placement_files(
     };
     let mut pod = Vec::new();
     if let Some(cpus) = &assignment.pod_cpuset {
-        pod.push(file(CgroupFileName::CpusetCpus, cpus.clone()));
+        pod.push(file(CgroupFileName::CpusetCpus, cpus.to_string()));
     }
     pod.push(file(
         CgroupFileName::CpusetMems,
@@ -70,8 +89,9 @@ pub fn placement_files(
         .map(|c| {
             let cpus = c
                 .cpuset
-                .clone()
-                .unwrap_or_else(|| assignment.node_shared_pool.clone());
+                .as_ref()
+                .unwrap_or(&assignment.node_shared_pool)
+                .to_string();
             let mut files = vec![
                 file(CgroupFileName::CpusetCpus, cpus),
                 file(CgroupFileName::CpusetMems, mems(&c.memory, all_numa_nodes)),

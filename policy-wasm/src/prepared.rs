@@ -7,13 +7,16 @@
 //! nothing here caches an answer, only the decoded node. The kubelet does
 //! the same: it builds its managers once at start-up (`NewContainerManager`)
 //! and runs every pod's admission against them.
+//!
+//! The methods that take and give WIT records (`prepare`, `validate_pod`,
+//! `default_pod`, `evaluate`, `admit`, `release`) are the boundary's, in
+//! [`crate::boundary::prepared`]; the ones here work on the core's types.
 
-use crate::boundary::managers::{admit_prepared, prepare_managers, release_prepared};
-use crate::evaluate::{Result, evaluate_decoded};
+use crate::evaluate::PodEvaluation;
+use crate::field_error::{FieldError, FieldErrorType};
 use crate::managers::PreparedManagers;
 use crate::model::Pod;
 use crate::node::NodeConfig;
-use crate::wit;
 
 /// One node's settings (and, for the managers, its topology) decoded once.
 pub struct PreparedNode {
@@ -22,76 +25,31 @@ pub struct PreparedNode {
 }
 
 impl PreparedNode {
-    /// Decode `node` and, when `topology` is given, build its managers:
-    /// the errors are the ones `evaluate` (node fields) and `admit` (the
-    /// manager configuration and the topology) report for them.
-    pub fn prepare(
-        node: &wit::NodeSettings,
-        topology: Option<&wit::NodeTopology>,
-    ) -> Result<PreparedNode> {
-        let decoded = NodeConfig::decode(node);
-        let managers = topology.map(|topology| prepare_managers(topology, node));
-        match (decoded, managers) {
-            (Ok(node), None) => Ok(PreparedNode {
-                node,
-                managers: None,
-            }),
-            (Ok(node), Some(Ok(managers))) => Ok(PreparedNode {
-                node,
-                managers: Some(managers),
-            }),
-            (decoded, managers) => {
-                let mut errors = decoded.err().unwrap_or_default();
-                if let Some(Err(manager_errors)) = managers {
-                    // `admit` decodes the node through the managers'
-                    // configuration too: report each field once.
-                    for e in manager_errors {
-                        if !errors.contains(&e) {
-                            errors.push(e);
-                        }
-                    }
-                }
-                Err(errors)
-            }
-        }
+    /// A node prepared from its decoded settings and, when it was given a
+    /// topology, its built managers.
+    pub fn new(node: NodeConfig, managers: Option<PreparedManagers>) -> Self {
+        PreparedNode { node, managers }
     }
 
-    /// `validate-pod` of `pod` on this node.
-    pub fn validate_pod(&self, pod: &wit::Pod) -> Vec<wit::FieldError> {
-        crate::validation::validate_pod(pod, &self.node)
+    /// The node's settings, every default applied.
+    pub fn node(&self) -> &NodeConfig {
+        &self.node
     }
 
-    /// `default-pod` of `pod` on this node.
-    pub fn default_pod(&self, pod: &wit::Pod) -> Result<wit::DefaultedPod> {
-        crate::defaults::default_pod(pod, &self.node.gates)
+    /// [`crate::evaluate::evaluate_pod`] of `pod` on this node.
+    pub fn evaluate_pod(&self, pod: Pod) -> Result<PodEvaluation, Vec<FieldError>> {
+        crate::evaluate::evaluate_pod(pod, &self.node)
     }
 
-    /// `evaluate` of `pod` on this node.
-    pub fn evaluate(&self, pod: &wit::Pod) -> Result<wit::PodEvaluation> {
-        evaluate_decoded(Pod::decode(pod)?, &self.node)
-    }
-
-    /// `admit` of `pod` with `state` on this node.
-    pub fn admit(&self, pod: &wit::Pod, state: &wit::ManagerState) -> Result<wit::Admission> {
-        admit_prepared(self.managers()?, pod, state)
-    }
-
-    /// `release` of one container with `state` on this node.
-    pub fn release(
-        &self,
-        pod_uid: &str,
-        container: &str,
-        state: &wit::ManagerState,
-    ) -> Result<wit::ManagerState> {
-        release_prepared(self.managers()?, pod_uid, container, state)
-    }
-
-    fn managers(&self) -> Result<&PreparedManagers> {
+    /// The node's managers: an error when it was prepared without a
+    /// topology, which admission and release need.
+    pub fn managers(&self) -> Result<&PreparedManagers, Vec<FieldError>> {
         self.managers.as_ref().ok_or_else(|| {
-            vec![crate::model::field_error(
+            vec![FieldError::new(
                 "topology",
-                wit::ErrorReason::Required,
+                FieldErrorType::Required,
                 "this node was prepared without a topology: admit and release need one",
+                None,
             )]
         })
     }

@@ -9,7 +9,18 @@
 use crate::features::FeatureGates;
 use crate::model::{Pod, Requirements};
 use crate::resources::pod_level_resources_set;
-use crate::wit::QosClass;
+
+/// The pod QoS class (`v1.PodQOSClass`): one type for the whole policy,
+/// the CPU manager's ([`crate::cpu_manager::QosClass`]) included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QosClass {
+    /// Every container (or the pod level) limits CPU and memory, requests equal limits.
+    Guaranteed,
+    /// Some request or limit is set, but not Guaranteed.
+    Burstable,
+    /// No request or limit is set.
+    BestEffort,
+}
 
 /// The class of one `ResourceRequirements`: upstream `requirementsQOS`.
 pub fn requirements_qos(r: &Requirements) -> QosClass {

@@ -16,14 +16,16 @@
 //! the pod's limit when the pod value derives from its containers, and
 //! every single container within it when pod-level limits are explicit.
 
+use crate::boundary::cgroup::encode_files;
+use crate::boundary::pod::{decode_list, field_error};
 use crate::cgroup;
 use crate::features::FeatureGates;
-use crate::model::{Container, ContainerKind, Pod, ResourceMap, decode_list, field_error};
-use crate::node::NodeConfig;
-use crate::qos::{compute_pod_qos, pod_qos};
+use crate::model::{Container, ContainerKind, Pod, Requirements, ResourceMap};
+use crate::node::{CgroupVersion, NodeConfig};
+use crate::qos::{QosClass, compute_pod_qos, pod_qos};
 use crate::resources;
 use crate::wit::{
-    self, CgroupFile, CgroupFileName, CgroupValue, CpuMaxValue, ErrorReason, FieldError, QosClass,
+    self, CgroupFile, CgroupFileName, CgroupValue, CpuMaxValue, ErrorReason, FieldError,
     ResizeDecision, ResizeDirection, ResizePlan, ResizeResource, ResizeStep, ResizeStepKind,
 };
 
@@ -634,11 +636,11 @@ pub fn plan(
     others: &[wit::ResourceQuantity],
     node: &wit::NodeSettings,
 ) -> Result<ResizePlan, Vec<FieldError>> {
-    let node = NodeConfig::decode(node)?;
+    let node = crate::boundary::node::decode_node(node)?;
     let mut errors = Vec::new();
     let others = decode_list(others, "others", &mut errors);
-    let current_pod = Pod::decode(current).map_err(|e| prefix(e, "current"));
-    let desired_pod = Pod::decode(desired).map_err(|e| prefix(e, "desired"));
+    let current_pod = crate::boundary::pod::decode_pod(current).map_err(|e| prefix(e, "current"));
+    let desired_pod = crate::boundary::pod::decode_pod(desired).map_err(|e| prefix(e, "desired"));
     let (current_pod, desired_pod) = match (current_pod, desired_pod) {
         (Ok(c), Ok(d)) if errors.is_empty() => (c, d),
         (c, d) => {
@@ -653,14 +655,14 @@ pub fn plan(
         decision,
         message,
         errors,
-        qos_class,
+        qos_class: qos_class.into(),
         steps: Vec::new(),
     };
 
     // The desired pod must itself be valid (e.g. no container limit above a
     // pod-level limit, `resizePolicy` values), as `ValidatePodResize` runs
     // the spec validation first; then the resize rules themselves.
-    let mut problems = crate::validation::validate_pod(desired, &node);
+    let mut problems = crate::boundary::evaluate::validate_written_pod(desired, &node);
     problems.extend(validate_api(&current_pod, &desired_pod, gates));
     problems.extend(validate_kubelet(&current_pod, &desired_pod, &node));
     if !problems.is_empty() {
@@ -715,8 +717,8 @@ pub fn plan(
         .collect();
     // Memory QoS off on cgroup v2: a lowered or raised memory limit also
     // resets a memory.high left from when it was on (kubernetes PR 139377).
-    let reset_memory_high = node.cgroup_version == wit::CgroupVersion::V2
-        && !crate::memory_qos::memory_qos_enforced(&node);
+    let reset_memory_high =
+        node.cgroup_version == CgroupVersion::V2 && !crate::memory_qos::memory_qos_enforced(&node);
 
     let mut steps = Vec::new();
     for resource in ["memory", "cpu"] {
@@ -811,9 +813,31 @@ pub fn plan(
         decision: ResizeDecision::Accepted,
         message: String::new(),
         errors: Vec::new(),
-        qos_class,
+        qos_class: qos_class.into(),
         steps,
     })
+}
+
+/// What changes with a pending resize, for one container or the pod level.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResourcesChange {
+    /// Container name; `None` for the pod-level `spec.resources`.
+    pub container: Option<String>,
+    /// The spec's (desired) resources.
+    pub desired: Requirements,
+    /// The allocated resources the node applies meanwhile
+    /// (`allocatedResources` for requests; the actuated limits while the
+    /// resize is pending).
+    pub allocated: Requirements,
+}
+
+/// An in-place resize that is not actuated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PendingResize {
+    /// `Deferred` or `Infeasible` (the `PodResizePending` reason), or `InProgress`.
+    pub state: String,
+    /// Every container (and the pod level) whose desired resources differ from the allocated ones.
+    pub changes: Vec<ResourcesChange>,
 }
 
 /// The pod as the kubelet actuates it while an in-place resize is not done
@@ -826,7 +850,7 @@ pub fn plan(
 /// `status.allocatedResources`); while the resize is pending, the limits in
 /// force are the actuated ones (`status...resources.limits`). Once the
 /// resize is accepted (InProgress) the spec's limits are allocated.
-pub fn allocated(pod: &Pod) -> Option<(Pod, wit::PendingResize)> {
+pub fn allocated(pod: &Pod) -> Option<(Pod, PendingResize)> {
     let condition = |kind: &str| {
         pod.status
             .conditions
@@ -864,12 +888,13 @@ pub fn allocated(pod: &Pod) -> Option<(Pod, wit::PendingResize)> {
         if resources.requests() != c.resources.requests()
             || resources.limits() != c.resources.limits()
         {
-            changes.push(wit::ResourcesChange {
+            // The pod runs on the allocation; the spec's values are what is pending.
+            let desired = std::mem::replace(&mut c.resources, resources);
+            changes.push(ResourcesChange {
                 container: Some(c.name.clone()),
-                desired: requirements_to_wit(&c.resources),
-                allocated: requirements_to_wit(&resources),
+                desired,
+                allocated: c.resources.clone(),
             });
-            c.resources = resources;
         }
     }
     if let Some(spec) = &pod.resources {
@@ -881,32 +906,15 @@ pub fn allocated(pod: &Pod) -> Option<(Pod, wit::PendingResize)> {
             resources.limits = actuated.limits.clone();
         }
         if resources.requests() != spec.requests() || resources.limits() != spec.limits() {
-            changes.push(wit::ResourcesChange {
+            changes.push(ResourcesChange {
                 container: None,
-                desired: requirements_to_wit(spec),
-                allocated: requirements_to_wit(&resources),
+                desired: spec.clone(),
+                allocated: resources.clone(),
             });
             allocated.resources = Some(resources);
         }
     }
-    Some((allocated, wit::PendingResize { state, changes }))
-}
-
-fn requirements_to_wit(r: &crate::model::Requirements) -> wit::ResourceRequirements {
-    let list = |map: &Option<ResourceMap>| {
-        map.as_ref().map(|m| {
-            m.iter()
-                .map(|(name, q)| wit::ResourceQuantity {
-                    name: name.clone(),
-                    quantity: q.to_canonical_string(),
-                })
-                .collect()
-        })
-    };
-    wit::ResourceRequirements {
-        requests: list(&r.requests),
-        limits: list(&r.limits),
-    }
+    Some((allocated, PendingResize { state, changes }))
 }
 
 /// The (request, limit) pair of a resource as `computePodResizeAction`
@@ -966,9 +974,15 @@ fn prefix(errors: Vec<FieldError>, which: &str) -> Vec<FieldError> {
 }
 
 fn pod_files(pod: &Pod, node: &NodeConfig, qos: QosClass) -> Vec<CgroupFile> {
-    cgroup::pod_cgroup_files(&cgroup::pod_resource_config(pod, node, qos), node)
+    encode_files(cgroup::pod_cgroup_files(
+        &cgroup::pod_resource_config(pod, node, qos),
+        node,
+    ))
 }
 
 fn container_files(pod: &Pod, c: &Container, node: &NodeConfig, qos: QosClass) -> Vec<CgroupFile> {
-    cgroup::container_cgroup_files(&cgroup::container_resource_config(pod, c, node, qos), node)
+    encode_files(cgroup::container_cgroup_files(
+        &cgroup::container_resource_config(pod, c, node, qos),
+        node,
+    ))
 }

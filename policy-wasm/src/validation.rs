@@ -2,49 +2,44 @@
 //! plus the kubelet-side admission checks that depend on the node.
 //!
 //! Validation runs on the defaulted pod, as the API server does, so a pod
-//! whose derived pod request exceeds its pod limit (KEP row 6) fails here.
-//! Every finding is reported with its field path; messages are stable.
+//! whose derived pod request exceeds its pod limit (KEP row 6) fails here:
+//! the `validate-pod` export (in [`crate::boundary::evaluate`]) checks the
+//! name and namespace, defaults the pod, decodes it and calls
+//! [`validate_pod_resources`]. Every finding is reported with its field
+//! path; messages are stable.
 
-use crate::defaults::{default_pod, is_overcommit_allowed};
+use crate::defaults::is_overcommit_allowed;
 use crate::features::FeatureGates;
 use std::fmt;
 
-use crate::model::{
-    Container, ContainerKind, FieldPath, Pod, Requirements, ResourceMap, field_error,
-};
-use crate::node::NodeConfig;
+use crate::field_error::{FieldError, FieldErrorType};
+use crate::model::{Container, ContainerKind, FieldPath, Pod, Requirements, ResourceMap};
+use crate::node::{CgroupVersion, NodeConfig};
 use crate::quantity::Quantity;
 use crate::resources::{self, is_hugepages, is_supported_pod_level_resource};
-use crate::wit::{self, CgroupVersion, ErrorReason, FieldError};
 
 /// Resource names a container may use without a domain prefix.
 const STANDARD_CONTAINER_RESOURCES: &[&str] = &["cpu", "memory", "ephemeral-storage"];
 
+/// A field error without a bad value.
+fn field_error(
+    field: impl Into<String>,
+    error_type: FieldErrorType,
+    message: impl Into<String>,
+) -> FieldError {
+    FieldError::new(field, error_type, message, None)
+}
+
 fn invalid(field: String, value: &Quantity, message: String) -> FieldError {
-    let mut e = field_error(field, ErrorReason::Invalid, message);
+    let mut e = field_error(field, FieldErrorType::Invalid, message);
     e.bad_value = Some(value.to_canonical_string());
     e
 }
 
-/// Validate a pod as the API server would (after defaulting) and as the
-/// kubelet would admit it on `node`.
-pub fn validate_pod(input: &wit::Pod, node: &NodeConfig) -> Vec<FieldError> {
-    let mut errors = crate::object_meta::validate_object_meta(input);
-    errors.extend(validate_pod_resources(input, node));
-    errors
-}
-
-/// The resources part of [`validate_pod`].
-fn validate_pod_resources(input: &wit::Pod, node: &NodeConfig) -> Vec<FieldError> {
+/// The resource checks of the defaulted, decoded `pod`, as the API server
+/// validates it and as the kubelet would admit it on `node`.
+pub fn validate_pod_resources(pod: &Pod, node: &NodeConfig) -> Vec<FieldError> {
     let gates = &node.gates;
-    let defaulted = match default_pod(input, gates) {
-        Ok(d) => d.pod,
-        Err(errors) => return errors,
-    };
-    let pod = match Pod::decode(&defaulted) {
-        Ok(p) => p,
-        Err(errors) => return errors,
-    };
     let mut errors = Vec::new();
     for c in pod.init_and_regular() {
         let list = FieldPath::Root(c.kind.list_field());
@@ -58,7 +53,7 @@ fn validate_pod_resources(input: &wit::Pod, node: &NodeConfig) -> Vec<FieldError
         if !c.resize_policy.is_empty() {
             errors.push(field_error(
                 format!("{}.resizePolicy", c.path()),
-                ErrorReason::Forbidden,
+                FieldErrorType::Forbidden,
                 "cannot be set for an Ephemeral Container",
             ));
         }
@@ -66,17 +61,17 @@ fn validate_pod_resources(input: &wit::Pod, node: &NodeConfig) -> Vec<FieldError
         if !r.requests().is_empty() || !r.limits().is_empty() {
             errors.push(field_error(
                 format!("{}.resources", c.path()),
-                ErrorReason::Forbidden,
+                FieldErrorType::Forbidden,
                 "cannot be set for an Ephemeral Container",
             ));
         }
     }
     if let Some(pod_resources) = &pod.resources {
-        validate_pod_level(&pod, pod_resources, gates, &mut errors);
-        if resources::pod_level_resources_set(&pod) && node.cgroup_version == CgroupVersion::V1 {
+        validate_pod_level(pod, pod_resources, gates, &mut errors);
+        if resources::pod_level_resources_set(pod) && node.cgroup_version == CgroupVersion::V1 {
             errors.push(field_error(
                 "spec.resources",
-                ErrorReason::Forbidden,
+                FieldErrorType::Forbidden,
                 "pod-level resources are not supported on cgroup v1 nodes; the kubelet rejects this pod",
             ));
         }
@@ -98,7 +93,7 @@ fn validate_resize_policy(c: &Container, pod_restart: Option<&str>, errors: &mut
     for (i, (resource, policy)) in c.resize_policy.iter().enumerate() {
         if !seen.insert(resource.as_str()) {
             errors.push(with_value(
-                ErrorReason::Duplicate,
+                FieldErrorType::Duplicate,
                 format!("{path}[{i}]"),
                 "Duplicate value",
                 resource,
@@ -108,11 +103,11 @@ fn validate_resize_policy(c: &Container, pod_restart: Option<&str>, errors: &mut
             "cpu" | "memory" => {}
             "" => errors.push(field_error(
                 path.clone(),
-                ErrorReason::Required,
+                FieldErrorType::Required,
                 "Required value",
             )),
             other => errors.push(with_value(
-                ErrorReason::NotSupported,
+                FieldErrorType::NotSupported,
                 path.clone(),
                 "supported values: \"cpu\", \"memory\"",
                 other,
@@ -122,11 +117,11 @@ fn validate_resize_policy(c: &Container, pod_restart: Option<&str>, errors: &mut
             "NotRequired" | "RestartContainer" => {}
             "" => errors.push(field_error(
                 path.clone(),
-                ErrorReason::Required,
+                FieldErrorType::Required,
                 "Required value",
             )),
             other => errors.push(with_value(
-                ErrorReason::NotSupported,
+                FieldErrorType::NotSupported,
                 path.clone(),
                 "supported values: \"NotRequired\", \"RestartContainer\"",
                 other,
@@ -134,7 +129,7 @@ fn validate_resize_policy(c: &Container, pod_restart: Option<&str>, errors: &mut
         }
         if pod_restart == Some("Never") && policy != "NotRequired" {
             errors.push(with_value(
-                ErrorReason::Invalid,
+                FieldErrorType::Invalid,
                 path.clone(),
                 "must be 'NotRequired' when pod `restartPolicy` is 'Never'",
                 policy,
@@ -142,7 +137,7 @@ fn validate_resize_policy(c: &Container, pod_restart: Option<&str>, errors: &mut
         }
         if c.kind == ContainerKind::Init && policy == "RestartContainer" {
             errors.push(with_value(
-                ErrorReason::Invalid,
+                FieldErrorType::Invalid,
                 format!("{path}[{i}].restartPolicy"),
                 "must not be set to 'RestartContainer' for non-sidecar initContainers",
                 policy,
@@ -164,7 +159,7 @@ fn validate_pod_level(
     if !gates.pod_level_resources {
         errors.push(field_error(
             "spec.resources",
-            ErrorReason::Forbidden,
+            FieldErrorType::Forbidden,
             "pod-level resources require the PodLevelResources feature gate",
         ));
         return;
@@ -172,7 +167,7 @@ fn validate_pod_level(
     if pod.os_name.as_deref() == Some("windows") {
         errors.push(field_error(
             "spec.resources",
-            ErrorReason::Forbidden,
+            FieldErrorType::Forbidden,
             "may not be set for a windows pod",
         ));
         return;
@@ -244,7 +239,7 @@ fn validate_resource_name(
         if !is_supported_pod_level_resource(name) {
             let mut e = field_error(
                 field(),
-                ErrorReason::NotSupported,
+                FieldErrorType::NotSupported,
                 "supported values: \"cpu\", \"hugepages-\", \"memory\"",
             );
             e.bad_value = Some(crate::model::truncate(name));
@@ -256,7 +251,7 @@ fn validate_resource_name(
     if !qualified && !STANDARD_CONTAINER_RESOURCES.contains(&name) && !is_hugepages(name) {
         let mut e = field_error(
             field(),
-            ErrorReason::Invalid,
+            FieldErrorType::Invalid,
             "must be a standard resource for containers",
         );
         e.bad_value = Some(crate::model::truncate(name));
@@ -332,7 +327,7 @@ fn validate_requirements(
             Some(_) => {}
             None if !is_overcommit_allowed(name) => errors.push(field_error(
                 format!("{path}.limits[{name}]"),
-                ErrorReason::Required,
+                FieldErrorType::Required,
                 "Limit must be set for non overcommitable resources",
             )),
             None => {}
@@ -346,7 +341,7 @@ fn validate_requirements(
     if hugepages && !cpu_or_memory {
         errors.push(field_error(
             path.to_string(),
-            ErrorReason::Forbidden,
+            FieldErrorType::Forbidden,
             "HugePages require cpu or memory",
         ));
     }

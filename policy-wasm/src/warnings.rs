@@ -10,20 +10,54 @@
 //! fields this policy does not model.
 
 use crate::quantity::Quantity;
-use crate::wit::{self, PodWarning, ResourceQuantity};
+
+/// A resource list as the pod writes it: `(name, quantity)` entries in
+/// order, unparsed (warnings also look at pods validation would reject).
+pub type WrittenList<'a> = Vec<(&'a str, &'a str)>;
+
+/// A container's `resources` as written.
+#[derive(Clone, Debug, Default)]
+pub struct WrittenResources<'a> {
+    /// `limits`, when set.
+    pub limits: Option<WrittenList<'a>>,
+    /// `requests`, when set.
+    pub requests: Option<WrittenList<'a>>,
+}
+
+/// The resource lists of a pod as written, the input of the warnings.
+#[derive(Clone, Debug, Default)]
+pub struct WrittenPod<'a> {
+    /// `spec.overhead`, when set.
+    pub overhead: Option<WrittenList<'a>>,
+    /// Each of `spec.initContainers`' `resources`, when set.
+    pub init_containers: Vec<Option<WrittenResources<'a>>>,
+    /// Each of `spec.containers`' `resources`, when set.
+    pub containers: Vec<Option<WrittenResources<'a>>>,
+    /// Each of `spec.ephemeralContainers`' `resources`, when set.
+    pub ephemeral_containers: Vec<Option<WrittenResources<'a>>>,
+}
+
+/// A warning the API server returns with an accepted pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodWarning {
+    /// The field path, e.g. `spec.containers[0].resources.limits[memory]`.
+    pub field: String,
+    /// What is wrong with its value.
+    pub message: String,
+}
 
 /// The byte-valued resources upstream checks for fractions.
 const BYTE_RESOURCES: [&str; 2] = ["memory", "ephemeral-storage"];
 
 /// `fractional byte value "<canonical>" is invalid, must be an integer` at
 /// `<path>[<name>]` when `name` in `list` is set to a value with a fractional byte.
-fn check(list: Option<&[ResourceQuantity]>, path: &str, warnings: &mut Vec<PodWarning>) {
+fn check(list: Option<&WrittenList<'_>>, path: &str, warnings: &mut Vec<PodWarning>) {
     for name in BYTE_RESOURCES {
         // Upstream reads the map, so with a duplicate name the last one counts;
         // a value that does not parse is `validate-pod`'s to report.
         let Some(q) = list
-            .and_then(|l| l.iter().rev().find(|e| e.name == name))
-            .and_then(|e| Quantity::parse(&e.quantity).ok())
+            .and_then(|l| l.iter().rev().find(|(entry, _)| *entry == name))
+            .and_then(|(_, quantity)| Quantity::parse(quantity).ok())
         else {
             continue;
         };
@@ -41,26 +75,21 @@ fn check(list: Option<&[ResourceQuantity]>, path: &str, warnings: &mut Vec<PodWa
 }
 
 /// Every resource warning for `pod`, in upstream's order.
-pub fn pod_warnings(pod: &wit::Pod) -> Vec<PodWarning> {
+pub fn pod_warnings(pod: &WrittenPod<'_>) -> Vec<PodWarning> {
     let mut warnings = Vec::new();
-    let spec = &pod.spec;
-    check(spec.overhead.as_deref(), "spec.overhead", &mut warnings);
+    check(pod.overhead.as_ref(), "spec.overhead", &mut warnings);
     let lists = [
-        ("spec.initContainers", &spec.init_containers),
-        ("spec.containers", &spec.containers),
-        ("spec.ephemeralContainers", &spec.ephemeral_containers),
+        ("spec.initContainers", &pod.init_containers),
+        ("spec.containers", &pod.containers),
+        ("spec.ephemeralContainers", &pod.ephemeral_containers),
     ];
     for (field, containers) in lists {
-        for (i, c) in containers.iter().enumerate() {
-            let Some(r) = &c.resources else { continue };
+        for (i, r) in containers.iter().enumerate() {
+            let Some(r) = r else { continue };
             let base = format!("{field}[{i}].resources");
+            check(r.limits.as_ref(), &format!("{base}.limits"), &mut warnings);
             check(
-                r.limits.as_deref(),
-                &format!("{base}.limits"),
-                &mut warnings,
-            );
-            check(
-                r.requests.as_deref(),
+                r.requests.as_ref(),
                 &format!("{base}.requests"),
                 &mut warnings,
             );
@@ -73,46 +102,37 @@ pub fn pod_warnings(pod: &wit::Pod) -> Vec<PodWarning> {
 mod tests {
     use super::*;
 
-    fn list(entries: &[(&str, &str)]) -> Option<Vec<ResourceQuantity>> {
-        Some(
-            entries
-                .iter()
-                .map(|(name, quantity)| ResourceQuantity {
-                    name: name.to_string(),
-                    quantity: quantity.to_string(),
-                })
-                .collect(),
-        )
+    fn list<'a>(entries: &[(&'a str, &'a str)]) -> Option<WrittenList<'a>> {
+        Some(entries.to_vec())
     }
 
-    fn container(name: &str, limits: &[(&str, &str)], requests: &[(&str, &str)]) -> wit::Container {
-        wit::Container {
-            name: name.into(),
-            restart_policy: None,
-            resources: Some(wit::ResourceRequirements {
-                limits: list(limits),
-                requests: list(requests),
-            }),
-            resize_policy: Vec::new(),
+    fn container<'a>(
+        limits: &[(&'a str, &'a str)],
+        requests: &[(&'a str, &'a str)],
+    ) -> Option<WrittenResources<'a>> {
+        Some(WrittenResources {
+            limits: list(limits),
+            requests: list(requests),
+        })
+    }
+
+    fn pod<'a>(
+        containers: Vec<Option<WrittenResources<'a>>>,
+        overhead: &[(&'a str, &'a str)],
+    ) -> WrittenPod<'a> {
+        WrittenPod {
+            overhead: (!overhead.is_empty()).then(|| list(overhead)).flatten(),
+            containers,
+            ..WrittenPod::default()
         }
-    }
-
-    fn pod(containers: Vec<wit::Container>, overhead: &[(&str, &str)]) -> wit::Pod {
-        let mut pod = crate::model::bare_pod("p", containers);
-        pod.spec.overhead = (!overhead.is_empty()).then(|| list(overhead)).flatten();
-        pod
     }
 
     #[test]
     fn fractional_bytes_are_flagged_in_upstream_order() {
         let p = pod(
             vec![
-                container(
-                    "a",
-                    &[("memory", "1Gi"), ("cpu", "1.5")],
-                    &[("memory", "1.5")],
-                ),
-                container("b", &[("ephemeral-storage", "100m")], &[]),
+                container(&[("memory", "1Gi"), ("cpu", "1.5")], &[("memory", "1.5")]),
+                container(&[("ephemeral-storage", "100m")], &[]),
             ],
             &[("memory", "10.5")],
         );
@@ -134,7 +154,6 @@ mod tests {
     fn whole_bytes_cpu_fractions_and_unparsable_values_give_no_warning() {
         let p = pod(
             vec![container(
-                "a",
                 &[("memory", "128Mi"), ("cpu", "250m")],
                 &[("memory", "1e3"), ("ephemeral-storage", "not-a-quantity")],
             )],
@@ -146,7 +165,7 @@ mod tests {
     #[test]
     fn sub_milli_fractions_round_up_like_milli_value() {
         // 1n bytes: MilliValue rounds up to 1m, which is fractional.
-        let p = pod(vec![container("a", &[("memory", "1n")], &[])], &[]);
+        let p = pod(vec![container(&[("memory", "1n")], &[])], &[]);
         assert_eq!(pod_warnings(&p).len(), 1);
     }
 }

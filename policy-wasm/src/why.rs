@@ -5,22 +5,32 @@
 //! the path each one took, using the same helpers (`cgroup`, `memory_qos`,
 //! `oom`); `tests/e2e/explain_why.rs` checks each reason against its value.
 
-use crate::cgroup::cpu_shares_to_weight_linear;
+use crate::cgroup::{ResourceConfig, cpu_shares_to_weight_linear};
+use crate::field_error::FieldError;
 use crate::model::{Container, Pod, ResourceMap};
-use crate::node::NodeConfig;
+use crate::node::{CpuWeightCurve, MemoryReservationPolicy, NodeConfig};
+use crate::qos::QosClass;
 use crate::quantity::Quantity;
 use crate::resources;
-use crate::wit::{
-    self, CpuWeightCurve, FieldError, MemoryReservationPolicy, QosClass, ValueReason,
-};
 
-/// Export `explain-values`.
-pub fn explain_values(
-    pod: &wit::Pod,
-    node: &wit::NodeSettings,
-) -> Result<Vec<ValueReason>, Vec<FieldError>> {
-    let evaluation = crate::evaluate::evaluate(pod, node)?;
-    let (pod, node) = crate::evaluate::decode(pod, node)?;
+/// One value `evaluate` gives, with the rule behind it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValueReason {
+    /// The container; `None` for the pod cgroup.
+    pub container: Option<String>,
+    /// The cgroup file, or `oom_score_adj`.
+    pub file: String,
+    /// The value, as `evaluate` gives it.
+    pub value: String,
+    /// The rule that produced it, with its inputs, in one line.
+    pub reason: String,
+}
+
+/// Every value [`crate::evaluate::evaluate_pod`] gives for `pod`, with
+/// its reason: the pod cgroup's files, then per container its files and
+/// its `oom_score_adj`.
+pub fn explain_pod(pod: Pod, node: &NodeConfig) -> Result<Vec<ValueReason>, Vec<FieldError>> {
+    let evaluation = crate::evaluate::evaluate_pod(pod.clone(), node)?;
     // As `evaluate`: a pending resize is explained on the allocated values.
     let pod = crate::resize::allocated(&pod).map_or(pod, |(allocated, _)| allocated);
     let class = evaluation.qos_class;
@@ -41,7 +51,7 @@ pub fn explain_values(
                 class,
                 &requests,
                 &limits,
-                &node,
+                node,
             ),
             file: name,
             value,
@@ -53,7 +63,7 @@ pub fn explain_values(
             let (name, value) = (file.file.to_string(), file.value.to_string());
             out.push(ValueReason {
                 container: Some(c.name.clone()),
-                reason: container_reason(&name, &value, &pod, c, &result.resources, class, &node),
+                reason: container_reason(&name, &value, &pod, c, &result.resources, class, node),
                 file: name,
                 value,
             });
@@ -149,7 +159,7 @@ fn protection_reason(file: &str, node: &NodeConfig, class: QosClass, request: &s
 fn pod_reason(
     name: &str,
     value: &str,
-    rc: &wit::ResourceConfig,
+    rc: &ResourceConfig,
     class: QosClass,
     requests: &ResourceMap,
     limits: &ResourceMap,
@@ -204,7 +214,7 @@ fn container_reason(
     value: &str,
     pod: &Pod,
     c: &Container,
-    rc: &wit::ResourceConfig,
+    rc: &ResourceConfig,
     class: QosClass,
     node: &NodeConfig,
 ) -> String {

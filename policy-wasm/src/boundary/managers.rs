@@ -5,9 +5,9 @@
 //!
 //! The exports `admit` and `release`, the prepared node's managers, and
 //! the managers' part of `validate-node` and `managers-active` decode
-//! here, call the core, and encode its answer; the placement files of an
-//! admission are built here from the encoded assignment
-//! ([`crate::placement`] works on the WIT assignment).
+//! here, call the core, and encode its answer; an admission's placement
+//! files are computed by [`crate::placement`] from the core assignment and
+//! encoded with it ([`super::cgroup`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,8 +30,9 @@ use crate::memory_manager::{
     self as mm, Block, HugePagesInfo, MemoryState, MemoryTable, NumaNodeMemory, NumaNodeState,
     SystemReservedMemory,
 };
-use crate::model::{self, Pod, truncate};
+use crate::model::truncate;
 use crate::node::NodeConfig;
+use crate::placement::PlacementFiles;
 use crate::topology::{self as tm, BitMask, TopologyHint};
 use crate::wit::{self, FieldError};
 
@@ -194,7 +195,7 @@ fn topology_scope(scope: Option<wit::TopologyManagerScope>) -> tm::Scope {
 
 /// The managers' configuration and the node configuration it was decoded with.
 fn decode_config_and_node(node: &wit::NodeSettings) -> Result<(Config, NodeConfig)> {
-    let decoded = NodeConfig::decode(node);
+    let decoded = crate::boundary::node::decode_node(node);
     let mut errors = Vec::new();
     let cpu_static = node.cpu_manager_policy == Some(wit::CpuManagerPolicy::Static);
     let memory_static = node.memory_manager_policy == Some(wit::MemoryManagerPolicy::Static);
@@ -218,7 +219,7 @@ fn decode_config_and_node(node: &wit::NodeSettings) -> Result<(Config, NodeConfi
     let mut reserved_memory = SystemReservedMemory::new();
     for (i, entry) in node.reserved_memory.iter().enumerate() {
         let path = format!("reservedMemory[{i}].limits");
-        let limits = model::decode_list(&entry.limits, &path, &mut errors);
+        let limits = super::pod::decode_list(&entry.limits, &path, &mut errors);
         let numa = reserved_memory.entry(entry.numa_node as usize).or_default();
         for (name, q) in &limits {
             if mm::is_memory_resource(name) {
@@ -706,7 +707,7 @@ fn encode_decision(decision: TopologyDecision) -> wit::TopologyDecision {
 
 /// Decode a WIT pod for the managers (ephemeral containers are not managed).
 pub fn decode_managed_pod(pod: &wit::Pod, gates: &FeatureGates) -> Result<ManagedPod> {
-    let decoded = Pod::decode(pod)?;
+    let decoded = crate::boundary::pod::decode_pod(pod)?;
     encode_result(managed_pod(&pod.uid, &decoded, gates))
 }
 
@@ -815,7 +816,7 @@ fn encode_owned_blocks(blocks: Vec<Block>) -> Vec<wit::MemoryBlock> {
 fn encode_container_assignment(container: ContainerAssignment) -> wit::ContainerAssignment {
     wit::ContainerAssignment {
         name: container.name,
-        kind: container.kind.to_wit(),
+        kind: container.kind.into(),
         affinity: encode_hint(&container.affinity),
         cpu_isolation: encode_isolation(container.cpu_isolation),
         cpuset: container.cpuset.map(|c| c.to_string()),
@@ -843,16 +844,15 @@ pub fn encode_assignment(assignment: PodAssignment) -> wit::PodAssignment {
 /// An admission as the WIT `admission`, with the placement files of an
 /// admitted pod.
 pub fn encode_admission(admission: Admission) -> wit::Admission {
-    let assignment = encode_assignment(admission.assignment);
     let files = match &admission.placement {
-        Some(inputs) => {
-            crate::placement::placement_files(&assignment, &inputs.numa_nodes, inputs.cfs_period_us)
-        }
-        None => wit::PlacementFiles {
-            pod: Vec::new(),
-            containers: Vec::new(),
-        },
+        Some(inputs) => crate::placement::placement_files(
+            &admission.assignment,
+            &inputs.numa_nodes,
+            inputs.cfs_period_us,
+        ),
+        None => PlacementFiles::default(),
     };
+    let assignment = encode_assignment(admission.assignment);
     wit::Admission {
         rejection: admission.rejection.map(wit::ManagerError::from),
         rule: admission.rule,
@@ -863,7 +863,7 @@ pub fn encode_admission(admission: Admission) -> wit::Admission {
             .collect(),
         assignment,
         state: encode_state(&admission.state),
-        files,
+        files: files.into(),
     }
 }
 

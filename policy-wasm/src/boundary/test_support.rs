@@ -47,7 +47,7 @@ pub(super) fn pod(
     resources: Option<wit::ResourceRequirements>,
     containers: Vec<wit::Container>,
 ) -> wit::Pod {
-    let mut pod = crate::model::bare_pod(uid, containers);
+    let mut pod = crate::boundary::pod::bare_pod(uid, containers);
     pod.uid = uid.into();
     pod.spec.resources = resources;
     pod

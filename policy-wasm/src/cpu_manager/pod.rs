@@ -14,16 +14,9 @@
 
 use crate::features::FeatureGates;
 
-/// The pod QoS class as the CPU manager computes it (`v1.PodQOSClass`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum QosClass {
-    /// Every container (or the pod level) limits CPU and memory, requests equal limits.
-    Guaranteed,
-    /// Some request or limit is set, but not Guaranteed.
-    Burstable,
-    /// No request or limit is set.
-    BestEffort,
-}
+// The policy's one QoS class type; the CPU manager computes it its own
+// way ([`PodSpec::qos_class`]).
+pub use crate::qos::QosClass;
 
 /// Where a container runs in the pod lifecycle.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
