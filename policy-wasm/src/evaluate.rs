@@ -12,7 +12,7 @@ use crate::cgroup_file::CgroupFile;
 use crate::field_error::{FieldError, FieldErrorType};
 use crate::model::{ContainerKind, Pod, ResourceMap};
 use crate::node::NodeConfig;
-use crate::node_cgroups::NodeCgroupValues;
+use crate::node_cgroups::{NodeCgroupValues, QosClassTotals};
 use crate::oom;
 use crate::qos::{self, QosClass};
 use crate::resize::PendingResize;
@@ -211,13 +211,18 @@ pub fn evaluate_pod(pod: Pod, node: &NodeConfig) -> Result<PodEvaluation, Vec<Fi
 /// The node-level cgroups over `pods`, each taken as allocated (the QoS
 /// manager sums the pods as allocated).
 pub fn node_level_cgroups(pods: Vec<Pod>, node: &NodeConfig) -> Vec<NodeCgroupValues> {
-    let classified: Vec<(Pod, QosClass)> = pods
-        .into_iter()
-        .map(|pod| {
-            let pod = crate::resize::allocated(&pod).map_or(pod, |(allocated, _)| allocated);
-            let class = qos::pod_qos(&pod, &node.gates);
-            (pod, class)
-        })
-        .collect();
-    crate::node_cgroups::node_cgroups(&classified, node)
+    let mut totals = QosClassTotals::default();
+    for pod in &pods {
+        add_allocated_pod(&mut totals, pod, node);
+    }
+    crate::node_cgroups::node_cgroups(&totals, node)
+}
+
+/// Count `pod` in `totals` as allocated, with its QoS class: one step of
+/// [`node_level_cgroups`], for a host that streams the node's pods.
+pub fn add_allocated_pod(totals: &mut QosClassTotals, pod: &Pod, node: &NodeConfig) {
+    match crate::resize::allocated(pod) {
+        Some((allocated, _)) => totals.add(&allocated, qos::pod_qos(&allocated, &node.gates), node),
+        None => totals.add(pod, qos::pod_qos(pod, &node.gates), node),
+    }
 }

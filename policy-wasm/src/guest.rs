@@ -120,8 +120,23 @@ impl exported::managers::Guest for PodPolicy {
 /// The guest side of the `prepared-node` resource: a [`crate::prepared::PreparedNode`].
 struct PreparedNodeResource(crate::prepared::PreparedNode);
 
+/// The guest side of the `node-cgroups-sum` resource: a
+/// [`crate::boundary::prepared::NodeCgroupsSum`]; its methods take `&self`,
+/// and the component is single-threaded, so a `RefCell` holds it.
+struct NodeCgroupsSumResource(core::cell::RefCell<boundary::prepared::NodeCgroupsSum>);
+
 impl exported::prepared::Guest for PodPolicy {
     type PreparedNode = PreparedNodeResource;
+    type NodeCgroupsSum = NodeCgroupsSumResource;
+}
+
+impl exported::prepared::GuestNodeCgroupsSum for NodeCgroupsSumResource {
+    fn add_pod(&self, pod: Pod) -> Result<(), Vec<FieldError>> {
+        self.0.borrow_mut().add_pod(&pod)
+    }
+    fn node_cgroups(&self) -> NodeCgroups {
+        self.0.borrow().node_cgroups()
+    }
 }
 
 impl exported::prepared::GuestPreparedNode for PreparedNodeResource {
@@ -151,6 +166,11 @@ impl exported::prepared::GuestPreparedNode for PreparedNodeResource {
         state: ManagerState,
     ) -> Result<ManagerState, Vec<FieldError>> {
         self.0.release(&pod_uid, &container, &state)
+    }
+    fn node_cgroups_sum(&self) -> exported::prepared::NodeCgroupsSum {
+        exported::prepared::NodeCgroupsSum::new(NodeCgroupsSumResource(core::cell::RefCell::new(
+            self.0.node_cgroups_sum(),
+        )))
     }
 }
 

@@ -56,9 +56,10 @@ pub const UNBOUNDED_HUGEPAGES: u64 = 1 << 62;
 
 /// Per-class sums over the node's pods, as the QoS manager computes them
 /// (`PodRequests` with the kubelet's options: pod-level requests, overhead,
-/// init containers).
-#[derive(Default)]
-struct ClassTotals {
+/// init containers): all the node-level cgroups need of the pods, so a host
+/// can add pods one at a time and keep none of them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QosClassTotals {
     /// Memory requests of Guaranteed pods, bytes.
     guaranteed_memory: u64,
     /// Memory requests of Burstable pods, bytes.
@@ -67,31 +68,29 @@ struct ClassTotals {
     burstable_milli_cpu: i64,
 }
 
-impl ClassTotals {
-    fn new(pods: &[(Pod, QosClass)], node: &NodeConfig) -> ClassTotals {
+impl QosClassTotals {
+    /// Count `pod`, of class `qos`, on `node` (saturating: a sum that
+    /// would overflow stays at the largest value, as no node holds it).
+    pub fn add(&mut self, pod: &Pod, qos: QosClass, node: &NodeConfig) {
+        if qos == QosClass::BestEffort {
+            return;
+        }
         let options = resources::kubelet_options(&node.gates);
-        let mut totals = ClassTotals::default();
-        for (pod, qos) in pods {
-            if *qos == QosClass::BestEffort {
-                continue;
+        let requests = resources::pod_requests(pod, &options, &node.gates);
+        let memory = requests
+            .get("memory")
+            .map_or(0, |q| q.value().max(0) as u64);
+        match qos {
+            QosClass::Guaranteed => {
+                self.guaranteed_memory = self.guaranteed_memory.saturating_add(memory)
             }
-            let requests = resources::pod_requests(pod, &options, &node.gates);
-            let memory = requests
-                .get("memory")
-                .map_or(0, |q| q.value().max(0) as u64);
-            match qos {
-                QosClass::Guaranteed => {
-                    totals.guaranteed_memory = totals.guaranteed_memory.saturating_add(memory)
-                }
-                _ => {
-                    totals.burstable_memory = totals.burstable_memory.saturating_add(memory);
-                    totals.burstable_milli_cpu = totals
-                        .burstable_milli_cpu
-                        .saturating_add(requests.get("cpu").map_or(0, |q| q.milli_value()));
-                }
+            _ => {
+                self.burstable_memory = self.burstable_memory.saturating_add(memory);
+                self.burstable_milli_cpu = self
+                    .burstable_milli_cpu
+                    .saturating_add(requests.get("cpu").map_or(0, |q| q.milli_value()));
             }
         }
-        totals
     }
 }
 
@@ -144,12 +143,11 @@ fn enforced(node: &NodeConfig, key: &str) -> bool {
     node.enforce_node_allocatable.iter().any(|e| e == key)
 }
 
-/// Every node-level cgroup's files for `pods` (each with its QoS class).
-pub fn node_cgroups(pods: &[(Pod, QosClass)], node: &NodeConfig) -> Vec<NodeCgroupValues> {
+/// Every node-level cgroup's files for the pods counted in `totals`.
+pub fn node_cgroups(totals: &QosClassTotals, node: &NodeConfig) -> Vec<NodeCgroupValues> {
     if node.cgroup_version != CgroupVersion::V2 {
         return Vec::new();
     }
-    let totals = ClassTotals::new(pods, node);
     let memory_qos = memory_qos_enforced(node);
     let policy = node.memory_reservation_policy;
     let mut out = Vec::new();

@@ -243,13 +243,25 @@ pub fn node_cgroups(pods: &[wit::Pod], node: &wit::NodeSettings) -> Result<wit::
     if !errors.is_empty() {
         return Err(errors);
     }
-    Ok(wit::NodeCgroups {
-        cgroups: crate::evaluate::node_level_cgroups(decoded, &node)
+    Ok(encode_node_cgroups(
+        crate::evaluate::node_level_cgroups(decoded, &node),
+        &node,
+    ))
+}
+
+/// The `node-cgroups` answer: the node-level cgroups' files and the
+/// node's kernel notes.
+pub(crate) fn encode_node_cgroups(
+    cgroups: Vec<crate::node_cgroups::NodeCgroupValues>,
+    node: &NodeConfig,
+) -> wit::NodeCgroups {
+    wit::NodeCgroups {
+        cgroups: cgroups
             .into_iter()
             .map(wit::NodeCgroupValues::from)
             .collect(),
-        warnings: crate::memory_qos::kernel_warnings(&node),
-    })
+        warnings: crate::memory_qos::kernel_warnings(node),
+    }
 }
 
 /// Export `resize-plan`.

@@ -7,6 +7,7 @@ use super::Result;
 use super::encode_errors;
 use super::evaluate::evaluate_decoded;
 use super::managers::{admit_prepared, prepare_managers, release_prepared};
+use crate::node_cgroups::QosClassTotals;
 use crate::prepared::PreparedNode;
 use crate::wit;
 
@@ -74,5 +75,124 @@ impl PreparedNode {
             container,
             state,
         )
+    }
+
+    /// A new, empty [`NodeCgroupsSum`] over this node's settings.
+    pub fn node_cgroups_sum(&self) -> NodeCgroupsSum {
+        NodeCgroupsSum {
+            node: self.node().clone(),
+            totals: QosClassTotals::default(),
+        }
+    }
+}
+
+/// The `node-cgroups-sum` resource's state: the pods added so far, as the
+/// only sums the node-level cgroups need of them
+/// ([`crate::node_cgroups::QosClassTotals`]), on one prepared node's
+/// settings.
+pub struct NodeCgroupsSum {
+    node: crate::node::NodeConfig,
+    totals: QosClassTotals,
+}
+
+impl NodeCgroupsSum {
+    /// `add-pod`: count `pod` as `node-level-cgroups` counts each of its
+    /// pods (as allocated); a pod that does not decode is refused with its
+    /// field errors and changes nothing.
+    pub fn add_pod(&mut self, pod: &wit::Pod) -> Result<()> {
+        let pod = super::pod::decode_pod(pod)?;
+        crate::evaluate::add_allocated_pod(&mut self.totals, &pod, &self.node);
+        Ok(())
+    }
+
+    /// `node-cgroups`: `node-level-cgroups` over the pods added so far.
+    pub fn node_cgroups(&self) -> wit::NodeCgroups {
+        super::evaluate::encode_node_cgroups(
+            crate::node_cgroups::node_cgroups(&self.totals, &self.node),
+            &self.node,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{container, guaranteed, list, pod};
+    use crate::prepared::PreparedNode;
+    use crate::wit;
+
+    fn memory_qos_node() -> wit::NodeSettings {
+        wit::NodeSettings {
+            capacity: list(&[("cpu", "8"), ("memory", "32Gi")]),
+            feature_gates: vec![wit::FeatureGate {
+                name: "MemoryQoS".into(),
+                enabled: true,
+            }],
+            ..crate::node::default_settings()
+        }
+    }
+
+    fn pods() -> Vec<wit::Pod> {
+        let burstable = Some(wit::ResourceRequirements {
+            requests: Some(list(&[("cpu", "500m"), ("memory", "256Mi")])),
+            limits: None,
+        });
+        vec![
+            pod("g", None, vec![container("c", guaranteed("1", "1Gi"))]),
+            pod("b", None, vec![container("c", burstable.clone())]),
+            pod(
+                "b2",
+                None,
+                vec![container("a", burstable), container("b", None)],
+            ),
+            pod("be", None, vec![container("c", None)]),
+        ]
+    }
+
+    #[test]
+    fn a_sum_of_pods_added_one_at_a_time_answers_as_node_level_cgroups() {
+        let node = memory_qos_node();
+        let prepared = PreparedNode::prepare(&node, None).expect("node prepares");
+        let pods = pods();
+        let mut sum = prepared.node_cgroups_sum();
+        let empty = sum.node_cgroups();
+        for (i, pod) in pods.iter().enumerate() {
+            sum.add_pod(pod).expect("pod adds");
+            assert_eq!(
+                sum.node_cgroups(),
+                super::super::evaluate::node_cgroups(&pods[..=i], &node).unwrap(),
+                "after {} pods",
+                i + 1
+            );
+        }
+        // The pods moved the sums (Burstable cpu.weight, memory.min).
+        assert_ne!(sum.node_cgroups(), empty);
+    }
+
+    #[test]
+    fn a_pod_that_does_not_decode_is_refused_and_leaves_the_sum_unchanged() {
+        let node = memory_qos_node();
+        let prepared = PreparedNode::prepare(&node, None).expect("node prepares");
+        let mut sum = prepared.node_cgroups_sum();
+        sum.add_pod(&pods()[1]).expect("pod adds");
+        let before = sum.node_cgroups();
+        let bad = pod(
+            "bad",
+            None,
+            vec![container(
+                "c",
+                Some(wit::ResourceRequirements {
+                    requests: Some(list(&[("cpu", "bogus")])),
+                    limits: None,
+                }),
+            )],
+        );
+        let errors = sum.add_pod(&bad).expect_err("a bad quantity is refused");
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.field == "spec.containers[0].resources.requests[cpu]"),
+            "{errors:?}"
+        );
+        assert_eq!(sum.node_cgroups(), before);
     }
 }
