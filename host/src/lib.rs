@@ -210,6 +210,15 @@ pub mod bindings {
             prepared: wasmtime::component::ResourceAny, pod_uid: &str, container: &str,
             state: &ManagerState
         ) -> Result<ManagerState, Errors>;
+        call_prepared_node_cgroups_sum => "prepared"."[method]prepared-node.node-cgroups-sum"(
+            prepared: wasmtime::component::ResourceAny
+        ) -> wasmtime::component::ResourceAny;
+        call_sum_add_pod => "prepared"."[method]node-cgroups-sum.add-pod"(
+            sum: wasmtime::component::ResourceAny, pod: &Pod
+        ) -> Result<(), Errors>;
+        call_sum_node_cgroups => "prepared"."[method]node-cgroups-sum.node-cgroups"(
+            sum: wasmtime::component::ResourceAny
+        ) -> NodeCgroups;
         call_manager_operation => "testing"."manager-operation"(
             request: &ManagerRequest, topology: &NodeTopology, node: &NodeSettings
         ) -> Result<Result<ManagerResponse, ManagerError>, Errors>;
@@ -683,6 +692,52 @@ fn admit_call(
             format_field_errors(&errors)
         ),
     }
+}
+
+/// [`explain_all`] without placements, streaming: each pod from `visit`
+/// is validated, defaulted and evaluated on `prepared` (one warm instance
+/// for the run) and handed to `each` before the next is read; the valid
+/// ones are counted in a node-cgroups sum in the component, whose
+/// node-level values are returned at the end. Nothing of a pod is kept
+/// after `each` returns, so memory does not grow with the pod count.
+/// `visit` is given the function to call with each pod read (e.g. a
+/// closure over [`pod_input::visit_pods`]).
+pub fn explain_stream(
+    prepared: &mut runtime::PreparedPolicy,
+    visit: impl FnOnce(&mut dyn FnMut(pod_input::PodDocument) -> Result<()>) -> Result<()>,
+    mut each: impl FnMut(evaluation::PodOutcome) -> Result<()>,
+) -> Result<bindings::NodeCgroups> {
+    let sum = prepared.node_cgroups_sum()?;
+    let mut index = 0usize;
+    let mut progress = progress::Progress::counting_on_stderr("evaluating pods");
+    let mut one = |doc: pod_input::PodDocument| -> Result<()> {
+        let outcome = explain_prepared(prepared, &doc)?;
+        drop(doc);
+        if let Some(pod) = outcome.evaluated()
+            && let Err(errors) = prepared.add_to_sum(&sum, &pod.defaulted)?
+        {
+            let errors: Vec<FieldError> = errors
+                .into_iter()
+                .map(|mut e| {
+                    e.field = format!("pods[{index}].{}", e.field);
+                    e
+                })
+                .collect();
+            anyhow::bail!(
+                "node-level evaluation failed:\n{}",
+                format_field_errors(&errors)
+            );
+        }
+        index += 1;
+        progress.count(index);
+        each(outcome)
+    };
+    visit(&mut one)?;
+    progress.finish_count(index);
+    drop(progress);
+    let node = prepared.sum_node_cgroups(&sum)?;
+    prepared.close_sum(sum)?;
+    Ok(node)
 }
 
 /// Evaluate one pod: validate, default, evaluate.

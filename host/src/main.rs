@@ -425,6 +425,29 @@ impl PodFiles {
         }
         Ok(docs)
     }
+
+    /// Every pod document, in the order given, handed to `each` as it is
+    /// read (see `pod_input::visit_pods`); warnings go to stderr.
+    fn visit(&self, each: &mut dyn FnMut(pod_input::PodDocument) -> Result<()>) -> Result<()> {
+        let options = pod_input::ReadOptions {
+            recursive: self.recursive,
+            unknown_fields: self.unknown_fields,
+            node_name: None,
+        };
+        let paths: Vec<&std::path::Path> = self
+            .files
+            .iter()
+            .chain(&self.filenames)
+            .map(PathBuf::as_path)
+            .collect();
+        if paths.is_empty() {
+            anyhow::bail!("no pods given: name files or directories (or `-f FILE`, `-` for stdin)");
+        }
+        pod_input::visit_pods(&paths, &options, each, &mut |warning| {
+            eprintln!("podpolicy: warning: {warning}")
+        })?;
+        Ok(())
+    }
 }
 
 #[derive(Subcommand)]
@@ -661,6 +684,15 @@ fn print(
             .write_all(serde_yaml_ng::to_string(&output::document(kind, value)?)?.as_bytes())?,
     }
     Ok(())
+}
+
+/// The explain report's format for `--output`.
+fn report_format(format: Format) -> output::ReportFormat {
+    match format {
+        Format::Table => output::ReportFormat::Table,
+        Format::Json => output::ReportFormat::Json,
+        Format::Yaml => output::ReportFormat::Yaml,
+    }
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
@@ -957,28 +989,67 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let (node, notes, mut placement) =
                 node_and_placement(&policy, node, sysfs.as_deref(), state.as_deref())?;
-            let docs = pods.read()?;
-            let evaluations = explain_all(&policy, &docs, &node, placement.as_mut())?;
-            let mut report = evaluations.report(&node.name);
-            if *why {
-                for (outcome, explanation) in evaluations.pods.iter().zip(&mut report.pods) {
-                    match &outcome.verdict {
-                        podpolicy::evaluation::Verdict::Evaluated(pod) => {
-                            explanation.why =
-                                podpolicy::evaluation::reasons(&policy, pod, &node)
-                                    .with_context(|| format!("explaining {}", outcome.name))?;
-                        }
-                        podpolicy::evaluation::Verdict::NotAdmitted(refusal) => {
-                            explanation.why =
-                                podpolicy::admit::admission_reasons(&refusal.admission);
-                        }
-                        podpolicy::evaluation::Verdict::Invalid(_) => {}
-                    }
+            // Shared: the streaming path prepares the node on it.
+            let policy = std::sync::Arc::new(policy);
+            let stdout = std::io::BufWriter::new(std::io::stdout().lock());
+            let mut writer = output::ReportWriter::new(stdout, report_format(*output));
+            let why_of = |outcome: &podpolicy::evaluation::PodOutcome,
+                          explanation: &mut output::Explanation|
+             -> Result<()> {
+                if !*why {
+                    return Ok(());
                 }
-            }
-            report.node.notes = notes;
-            print(*output, "ExplainReport", || report.to_table(), &report)?;
-            Ok(if report.any_rejected() {
+                match &outcome.verdict {
+                    podpolicy::evaluation::Verdict::Evaluated(pod) => {
+                        explanation.why = podpolicy::evaluation::reasons(&policy, pod, &node)
+                            .with_context(|| format!("explaining {}", outcome.name))?;
+                    }
+                    podpolicy::evaluation::Verdict::NotAdmitted(refusal) => {
+                        explanation.why = podpolicy::admit::admission_reasons(&refusal.admission);
+                    }
+                    podpolicy::evaluation::Verdict::Invalid(_) => {}
+                }
+                Ok(())
+            };
+            let node_values = match placement.as_mut() {
+                // The placements need every pod (a second admission on the
+                // final state), so this path keeps them all.
+                Some(placement) => {
+                    let evaluations = explain_all(&policy, &pods.read()?, &node, Some(placement))?;
+                    for outcome in &evaluations.pods {
+                        let mut explanation = outcome.explanation();
+                        why_of(outcome, &mut explanation)?;
+                        writer.pod(&explanation)?;
+                    }
+                    evaluations.node
+                }
+                // Without placements, a pod is printed as soon as it is
+                // evaluated and nothing of it is kept.
+                None => {
+                    let runtime = policy.clone();
+                    let mut prepared =
+                        match podpolicy::runtime::PreparedPolicy::new(runtime, node.clone(), None)?
+                        {
+                            Ok(prepared) => prepared,
+                            Err(errors) => anyhow::bail!(
+                                "the node settings:\n{}",
+                                podpolicy::format_field_errors(&errors)
+                            ),
+                        };
+                    podpolicy::explain_stream(
+                        &mut prepared,
+                        |each| pods.visit(each),
+                        |outcome| {
+                            let mut explanation = outcome.explanation();
+                            why_of(&outcome, &mut explanation)?;
+                            writer.pod(&explanation)
+                        },
+                    )?
+                }
+            };
+            let mut node_out = output::NodeOut::new(&node.name, &node_values);
+            node_out.notes = notes;
+            Ok(if writer.finish(&node_out)? {
                 ExitCode::from(1)
             } else {
                 ExitCode::SUCCESS

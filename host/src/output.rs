@@ -295,23 +295,7 @@ impl Report {
     pub fn new(pods: Vec<Explanation>, node_name: &str, node: &NodeCgroups) -> Report {
         Report {
             pods,
-            node: NodeOut {
-                name: node_name.to_string(),
-                cgroups: node
-                    .cgroups
-                    .iter()
-                    .map(|c| {
-                        let files = c
-                            .files
-                            .iter()
-                            .map(|f| (f.file.to_string(), f.value.to_string()))
-                            .collect();
-                        (node_cgroup_name(c.cgroup).to_string(), files)
-                    })
-                    .collect(),
-                warnings: node.warnings.clone(),
-                notes: Vec::new(),
-            },
+            node: NodeOut::new(node_name, node),
         }
     }
 
@@ -328,17 +312,48 @@ impl Report {
             .map(Explanation::to_table)
             .collect::<Vec<_>>()
             .join("\n");
-        if !self.node.cgroups.is_empty() || !self.node.warnings.is_empty() {
+        out.push_str(&self.node.to_table());
+        out
+    }
+}
+
+impl NodeOut {
+    /// The node part of a report: the node-level cgroups' files, without notes.
+    pub fn new(node_name: &str, node: &NodeCgroups) -> NodeOut {
+        NodeOut {
+            name: node_name.to_string(),
+            cgroups: node
+                .cgroups
+                .iter()
+                .map(|c| {
+                    let files = c
+                        .files
+                        .iter()
+                        .map(|f| (f.file.to_string(), f.value.to_string()))
+                        .collect();
+                    (node_cgroup_name(c.cgroup).to_string(), files)
+                })
+                .collect(),
+            warnings: node.warnings.clone(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// The node part of [`Report::to_table`] (empty when there is nothing
+    /// to show), starting with the blank line that ends the pods.
+    pub fn to_table(&self) -> String {
+        let mut out = String::new();
+        if !self.cgroups.is_empty() || !self.warnings.is_empty() {
             let _ = writeln!(
                 out,
                 "\nNODE {}",
-                if self.node.name.is_empty() {
+                if self.name.is_empty() {
                     "-"
                 } else {
-                    &self.node.name
+                    &self.name
                 }
             );
-            for (cgroup, files) in &self.node.cgroups {
+            for (cgroup, files) in &self.cgroups {
                 let files = files
                     .iter()
                     .map(|(k, v)| format!("{k}={}", table_value(k, v)))
@@ -346,11 +361,136 @@ impl Report {
                     .join(" ");
                 let _ = writeln!(out, "  {cgroup:<16} {files}");
             }
-            for w in &self.node.warnings {
+            for w in &self.warnings {
                 let _ = writeln!(out, "  warning: {w}");
             }
         }
         out
+    }
+}
+
+/// How [`ReportWriter`] writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReportFormat {
+    /// [`Report::to_table`].
+    Table,
+    /// The `ExplainReport` document, pretty JSON.
+    Json,
+    /// The `ExplainReport` document, YAML.
+    Yaml,
+}
+
+/// Writes an `explain` report as its pods come, so that no pod is kept
+/// once it is written: each pod, then the node (whose values need every
+/// pod). The text is [`Report::to_table`]'s for a table; a document is the
+/// `ExplainReport` (the same values as [`document`] of the [`Report`]), with
+/// its keys in the order `apiVersion`, `kind`, `pods`, `node`, and each pod's
+/// and the node's keys sorted, as [`document`] writes them.
+pub struct ReportWriter<W: std::io::Write> {
+    out: W,
+    format: ReportFormat,
+    pods: usize,
+    rejected: bool,
+}
+
+/// Indent every line of `text` but the first by `indent`.
+fn indent_following_lines(text: &str, indent: &str) -> String {
+    text.replace('\n', &format!("\n{indent}"))
+}
+
+impl<W: std::io::Write> ReportWriter<W> {
+    /// A writer of a report in `format` to `out`; nothing is written yet.
+    pub fn new(out: W, format: ReportFormat) -> ReportWriter<W> {
+        ReportWriter {
+            out,
+            format,
+            pods: 0,
+            rejected: false,
+        }
+    }
+
+    fn header(&mut self) -> anyhow::Result<()> {
+        match self.format {
+            ReportFormat::Table => {}
+            ReportFormat::Json => write!(
+                self.out,
+                "{{\n  \"apiVersion\": {},\n  \"kind\": \"ExplainReport\",\n  \"pods\": [",
+                serde_json::to_string(API_VERSION)?
+            )?,
+            ReportFormat::Yaml => {
+                let head: BTreeMap<&str, &str> =
+                    [("apiVersion", API_VERSION), ("kind", "ExplainReport")].into();
+                self.out
+                    .write_all(serde_yaml_ng::to_string(&head)?.as_bytes())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Write one pod's explanation.
+    pub fn pod(&mut self, pod: &Explanation) -> anyhow::Result<()> {
+        if self.pods == 0 {
+            self.header()?;
+        }
+        self.rejected |= !pod.errors.is_empty();
+        match self.format {
+            ReportFormat::Table => {
+                if self.pods > 0 {
+                    self.out.write_all(b"\n")?;
+                }
+                self.out.write_all(pod.to_table().as_bytes())?;
+            }
+            ReportFormat::Json => {
+                let text = serde_json::to_string_pretty(&serde_json::to_value(pod)?)?;
+                let separator = if self.pods == 0 { "\n    " } else { ",\n    " };
+                write!(
+                    self.out,
+                    "{separator}{}",
+                    indent_following_lines(&text, "    ")
+                )?;
+            }
+            ReportFormat::Yaml => {
+                if self.pods == 0 {
+                    self.out.write_all(b"pods:\n")?;
+                }
+                let item = [serde_json::to_value(pod)?];
+                self.out
+                    .write_all(serde_yaml_ng::to_string(&item)?.as_bytes())?;
+            }
+        }
+        self.pods += 1;
+        Ok(())
+    }
+
+    /// Write the node's values and end the report; whether any pod was
+    /// rejected.
+    pub fn finish(mut self, node: &NodeOut) -> anyhow::Result<bool> {
+        if self.pods == 0 {
+            self.header()?;
+        }
+        match self.format {
+            ReportFormat::Table => self.out.write_all(node.to_table().as_bytes())?,
+            ReportFormat::Json => {
+                let close = if self.pods == 0 { "]" } else { "\n  ]" };
+                let text = serde_json::to_string_pretty(&serde_json::to_value(node)?)?;
+                writeln!(
+                    self.out,
+                    "{close},\n  \"node\": {}\n}}",
+                    indent_following_lines(&text, "  ")
+                )?;
+            }
+            ReportFormat::Yaml => {
+                if self.pods == 0 {
+                    self.out.write_all(b"pods: []\n")?;
+                }
+                let node: BTreeMap<&str, serde_json::Value> =
+                    [("node", serde_json::to_value(node)?)].into();
+                self.out
+                    .write_all(serde_yaml_ng::to_string(&node)?.as_bytes())?;
+            }
+        }
+        self.out.flush()?;
+        Ok(self.rejected)
     }
 }
 
@@ -587,4 +727,95 @@ fn pairs(m: &BTreeMap<String, String>) -> String {
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bindings::ErrorReason;
+
+    fn explanation(name: &str, rejected: bool) -> Explanation {
+        let errors = if rejected {
+            vec![FieldError {
+                field: "spec.containers[0].resources.requests[cpu]".into(),
+                reason: ErrorReason::Invalid,
+                message: "must be a \"quantity\"\nsecond line".into(),
+                bad_value: Some("bogus: [x]".into()),
+            }]
+        } else {
+            Vec::new()
+        };
+        let mut e = Explanation::rejected(name.into(), format!("{name}.yaml"), &errors);
+        if !rejected {
+            e.warnings = vec!["a warning: with a colon".into()];
+        }
+        e
+    }
+
+    fn node(cgroups: bool) -> NodeOut {
+        NodeOut {
+            name: "node-1".into(),
+            cgroups: if cgroups {
+                [(
+                    "burstable".to_string(),
+                    [("cpu.weight".to_string(), "39".to_string())].into(),
+                )]
+                .into()
+            } else {
+                BTreeMap::new()
+            },
+            warnings: vec!["kernel 5.4".into()],
+            notes: vec!["a note".into()],
+        }
+    }
+
+    fn written(format: ReportFormat, report: &Report) -> (String, bool) {
+        let mut out = Vec::new();
+        let mut writer = ReportWriter::new(&mut out, format);
+        for pod in &report.pods {
+            writer.pod(pod).unwrap();
+        }
+        let rejected = writer.finish(&report.node).unwrap();
+        (String::from_utf8(out).unwrap(), rejected)
+    }
+
+    #[test]
+    fn the_streamed_report_is_the_whole_report_in_every_format() {
+        for pods in [
+            vec![],
+            vec![explanation("default/a", false)],
+            vec![
+                explanation("default/a", false),
+                explanation("default/b", true),
+            ],
+        ] {
+            for with_cgroups in [false, true] {
+                let report = Report {
+                    pods: pods.clone(),
+                    node: node(with_cgroups),
+                };
+                let whole = document("ExplainReport", &report).unwrap();
+
+                let (table, rejected) = written(ReportFormat::Table, &report);
+                assert_eq!(table, report.to_table());
+                assert_eq!(rejected, report.any_rejected());
+
+                let (json, _) = written(ReportFormat::Json, &report);
+                let parsed: serde_json::Value = serde_json::from_str(&json)
+                    .unwrap_or_else(|e| panic!("{e}: not JSON:\n{json}"));
+                assert_eq!(parsed, whole, "{json}");
+                // `pods` before `node`: the node's values need every pod.
+                let keys: Vec<&str> = json
+                    .lines()
+                    .filter(|l| l.starts_with("  \""))
+                    .map(|l| l.trim_start().split('"').nth(1).unwrap())
+                    .collect();
+                assert_eq!(keys, ["apiVersion", "kind", "pods", "node"]);
+                let (yaml, _) = written(ReportFormat::Yaml, &report);
+                let parsed: serde_json::Value = serde_yaml_ng::from_str(&yaml)
+                    .unwrap_or_else(|e| panic!("{e}: not YAML:\n{yaml}"));
+                assert_eq!(parsed, whole, "{yaml}");
+            }
+        }
+    }
 }

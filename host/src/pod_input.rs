@@ -277,35 +277,193 @@ fn parse_into(
     options: &ReadOptions,
     read: &mut PodRead,
 ) -> Result<usize> {
-    let docs = parse_documents(origin, text)?;
-    let multiple = docs.len() > 1;
     let before = read.docs.len();
-    for (i, doc) in docs.into_iter().enumerate() {
+    visit_text(origin, text, options, &mut |one| {
+        read.docs.extend(one.docs);
+        read.warnings.extend(one.warnings);
+        Ok(())
+    })?;
+    Ok(read.docs.len() - before)
+}
+
+/// Parse `text` one document at a time: `each` gets the pods (and the
+/// unknown-field warnings) of each document before the next is parsed, so
+/// no more than one document's pods are held (what [`visit_pods`] streams).
+/// Returns how many pods `text` held.
+fn visit_text(
+    origin: &str,
+    text: &str,
+    options: &ReadOptions,
+    each: &mut dyn FnMut(PodRead) -> Result<()>,
+) -> Result<usize> {
+    let mut count = 0;
+    visit_documents(origin, text, &mut |index, multiple, doc| {
         let doc_origin = if multiple {
-            format!("{origin}#{}", i + 1)
+            format!("{origin}#{}", index + 1)
         } else {
             origin.to_string()
         };
+        let mut one = PodRead::default();
         let kind = doc.get("kind").and_then(Value::as_str).map(str::to_string);
         match kind.as_deref() {
             Some(list) if list.ends_with("List") => {
                 // `kubectl get ... -o yaml` writes `kind: List`; typed lists
                 // (`PodList`, `DeploymentList`) may leave out the items' kind.
                 let item_kind = list.strip_suffix("List").filter(|k| !k.is_empty());
-                let items = doc
-                    .get("items")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
+                let items = match doc {
+                    Value::Object(mut fields) => match fields.remove("items") {
+                        Some(Value::Array(items)) => items,
+                        _ => Vec::new(),
+                    },
+                    _ => Vec::new(),
+                };
                 for (j, item) in items.into_iter().enumerate() {
                     let item_origin = format!("{doc_origin}#items[{j}]");
-                    read_object(item_origin, origin, item, item_kind, options, read)?;
+                    read_object(item_origin, origin, item, item_kind, options, &mut one)?;
                 }
             }
-            _ => read_object(doc_origin, origin, doc, None, options, read)?,
+            _ => read_object(doc_origin, origin, doc, None, options, &mut one)?,
         }
+        count += one.docs.len();
+        each(one)
+    })?;
+    Ok(count)
+}
+
+/// [`parse_documents`] one document at a time: `each` gets the index of
+/// each non-null document, whether the text holds more than one, and the
+/// document. YAML is parsed lazily, one document ahead (to know whether
+/// there is more than one); JSON is checked whole first without building
+/// values (so a text that is not JSON still falls back to YAML as
+/// [`parse_documents`] does), then read lazily.
+fn visit_documents(
+    origin: &str,
+    text: &str,
+    each: &mut dyn FnMut(usize, bool, Value) -> Result<()>,
+) -> Result<()> {
+    let text = text.strip_prefix(BOM).unwrap_or(text);
+    let mut values: Box<dyn Iterator<Item = Result<Value>> + '_> =
+        if text.trim_start().starts_with('{') {
+            let is_json = serde_json::Deserializer::from_str(text)
+                .into_iter::<serde::de::IgnoredAny>()
+                .all(|doc| doc.is_ok());
+            if is_json {
+                Box::new(
+                    serde_json::Deserializer::from_str(text)
+                        .into_iter::<Value>()
+                        .enumerate()
+                        .map(move |(i, value)| {
+                            value.map_err(|e| anyhow!("{origin}: document {}: {e}", i + 1))
+                        }),
+                )
+            } else {
+                // Not JSON: the YAML reading, or the JSON error (eagerly,
+                // as `parse_documents`; a flow mapping is a rare input).
+                Box::new(parse_documents(origin, text)?.into_iter().map(Ok))
+            }
+        } else {
+            Box::new(serde_yaml_ng::Deserializer::from_str(text).enumerate().map(
+                move |(i, document)| {
+                    serde_path_to_error::deserialize(document).map_err(|e| {
+                        anyhow!(
+                            "{origin}: document {}: {}: {}",
+                            i + 1,
+                            display_path(e.path()),
+                            e.inner()
+                        )
+                    })
+                },
+            ))
+        };
+    let mut next = || -> Result<Option<Value>> {
+        for value in values.by_ref() {
+            let value = value?;
+            if !value.is_null() {
+                return Ok(Some(value));
+            }
+        }
+        Ok(None)
+    };
+    // Whether the text holds more than one document decides the origins,
+    // so the second is read before the first is handed on; after that,
+    // each document is handed on before the next is parsed.
+    let Some(first) = next()? else {
+        return Ok(());
+    };
+    let second = next()?;
+    let multiple = second.is_some();
+    each(0, multiple, first)?;
+    let Some(second) = second else {
+        return Ok(());
+    };
+    each(1, multiple, second)?;
+    let mut index = 2;
+    while let Some(value) = next()? {
+        each(index, multiple, value)?;
+        index += 1;
     }
-    Ok(read.docs.len() - before)
+    Ok(())
+}
+
+/// Every pod in `paths`, in order, handed to `each` as it is read: the
+/// streaming form of [`read_pods_with`] over several inputs (files, `-`,
+/// directories), for commands that keep no pod after it is handled. An
+/// input is read whole (it is bounded, [`MAX_INPUT_BYTES`]) but its
+/// documents are parsed one at a time, so memory does not grow with the
+/// pod count. Each input must hold a pod, as for [`read_pods_with`]; an
+/// error in a later document comes after the earlier pods were handed on.
+/// Warnings go to `warn` as they are found.
+pub fn visit_pods(
+    paths: &[&Path],
+    options: &ReadOptions,
+    each: &mut dyn FnMut(PodDocument) -> Result<()>,
+    warn: &mut dyn FnMut(&str),
+) -> Result<usize> {
+    let mut total = 0;
+    let mut hand_on = |one: PodRead| -> Result<()> {
+        for warning in &one.warnings {
+            warn(warning);
+        }
+        for doc in one.docs {
+            each(doc)?;
+        }
+        Ok(())
+    };
+    for path in paths {
+        let is_dir = *path != Path::new("-")
+            && std::fs::metadata(path)
+                .with_context(|| format!("{}: cannot read", path.display()))?
+                .is_dir();
+        if !is_dir {
+            let (origin, text) = read_input(path, "pod file")?;
+            let count = visit_text(&origin, &text, options, &mut hand_on)?;
+            if count == 0 {
+                bail!("{origin}: no pod found");
+            }
+            total += count;
+            continue;
+        }
+        let mut files = Vec::new();
+        manifest_files(path, options.recursive, &mut files)?;
+        let mut count = 0;
+        for file in &files {
+            let (origin, text) = read_input(file, "pod file")?;
+            count += visit_text(&origin, &text, options, &mut hand_on)?;
+        }
+        if count == 0 {
+            bail!(
+                "{}: no pod found in the directory's .yaml, .yml and .json files{}",
+                path.display(),
+                if options.recursive {
+                    ""
+                } else {
+                    " (subdirectories are read only when recursive)"
+                }
+            );
+        }
+        total += count;
+    }
+    Ok(total)
 }
 
 /// Where each workload kind keeps its pod template (JSON pointer).
@@ -979,7 +1137,69 @@ pub fn pod_to_wit(pod: &core::Pod) -> wit::Pod {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_documents, parse_yaml_documents};
+    use super::{ReadOptions, parse_documents, parse_yaml_documents, visit_text};
+
+    fn pod_yaml(name: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: c\n    image: x\n"
+        )
+    }
+
+    /// Streams `text` and returns the origins handed on, in order, and the
+    /// error that ended the stream, if any.
+    fn streamed(text: &str) -> (Vec<String>, Option<String>) {
+        let mut origins = Vec::new();
+        let result = visit_text("t.yaml", text, &ReadOptions::default(), &mut |one| {
+            origins.extend(one.docs.into_iter().map(|d| d.origin));
+            Ok(())
+        });
+        (origins, result.err().map(|e| format!("{e:#}")))
+    }
+
+    /// Streaming hands on the pods `parse_pods` reads, with the same
+    /// origins, for YAML documents (a null one skipped, a List), a JSON
+    /// stream and a single document.
+    #[test]
+    fn streamed_documents_are_the_parsed_ones() {
+        let list = "apiVersion: v1\nkind: List\nitems:\n- kind: Pod\n  metadata: {name: l1}\n  spec: {containers: [{name: c, image: x}]}\n- kind: Pod\n  metadata: {name: l2}\n  spec: {containers: [{name: c, image: x}]}\n";
+        let json = |n: &str| {
+            format!(
+                r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{n}"}},"spec":{{"containers":[{{"name":"c","image":"x"}}]}}}}"#
+            )
+        };
+        for text in [
+            format!("{}---\n---\n{list}---\n{}", pod_yaml("a"), pod_yaml("b")),
+            format!("{}\n{}", json("j1"), json("j2")),
+            pod_yaml("single"),
+        ] {
+            let parsed: Vec<String> = super::parse_pods("t.yaml", &text)
+                .unwrap()
+                .into_iter()
+                .map(|d| d.origin)
+                .collect();
+            let (origins, error) = streamed(&text);
+            assert_eq!(error, None);
+            assert_eq!(origins, parsed, "{text}");
+            assert!(!origins.is_empty());
+        }
+        let (origins, _) = streamed(&format!("{}---\n{list}", pod_yaml("a")));
+        assert_eq!(
+            origins,
+            ["t.yaml#1", "t.yaml#2#items[0]", "t.yaml#2#items[1]"]
+        );
+    }
+
+    /// A bad document ends the stream with its error after the pods before
+    /// it were handed on (what `explain` prints before the error).
+    #[test]
+    fn a_bad_document_ends_the_stream_after_the_earlier_pods() {
+        let text = format!("{}---\n{}---\nkind: [\n", pod_yaml("a"), pod_yaml("b"));
+        let (origins, error) = streamed(&text);
+        assert_eq!(origins, ["t.yaml#1", "t.yaml#2"]);
+        let error = error.expect("the third document is refused");
+        assert!(error.contains("t.yaml: document 3"), "{error}");
+        assert!(super::parse_pods("t.yaml", &text).is_err());
+    }
 
     /// Why JSON is not read through the YAML parser: JSON is YAML 1.2, but
     /// the YAML parser refuses a surrogate pair escape (YAML escapes name

@@ -92,6 +92,56 @@ impl Progress {
     }
 }
 
+/// A counting progress ([`Progress::counting_on_stderr`]) is redrawn every
+/// this many pods.
+pub const COUNT_STEP: usize = 25;
+
+/// The counting line: `\revaluating pods: 1200` (no total).
+pub fn count_line(label: &str, done: usize) -> String {
+    format!("\r{label}: {done}")
+}
+
+impl Progress {
+    /// A count of the pods handled so far, for a stream whose total is not
+    /// known before its end (a streaming `explain`): shown, when enabled and
+    /// on a terminal, once [`THRESHOLD`] pods are done, then every
+    /// [`COUNT_STEP`] pods ([`Progress::count`]) and at the end
+    /// ([`Progress::finish_count`]); cleared on drop.
+    pub fn counting_on_stderr(label: &'static str) -> Progress {
+        Progress {
+            label,
+            total: 0,
+            visible: ENABLED.load(Ordering::Relaxed) && std::io::stderr().is_terminal(),
+            width: 0,
+        }
+    }
+
+    /// `done` pods of a counting progress are handled.
+    pub fn count(&mut self, done: usize) {
+        if done >= THRESHOLD && (done == THRESHOLD || done.is_multiple_of(COUNT_STEP)) {
+            self.draw_count(done);
+        }
+    }
+
+    /// The stream ended after `done` pods: the last count.
+    pub fn finish_count(&mut self, done: usize) {
+        if done >= THRESHOLD {
+            self.draw_count(done);
+        }
+    }
+
+    fn draw_count(&mut self, done: usize) {
+        if !self.visible {
+            return;
+        }
+        let text = count_line(self.label, done);
+        self.width = self.width.max(text.len() - 1);
+        let mut stderr = std::io::stderr().lock();
+        let _ = stderr.write_all(text.as_bytes());
+        let _ = stderr.flush();
+    }
+}
+
 impl Drop for Progress {
     fn drop(&mut self) {
         if self.visible && self.width > 0 {

@@ -24,6 +24,9 @@ use wasmtime::{
 
 use crate::bindings::{ExportIndices, PodPolicy, PodPolicyPre, PolicyInfo};
 
+mod node_cgroups_sum;
+pub use node_cgroups_sum::NodeCgroupsSum;
+
 /// The policy component built from `policy-wasm/` at build time.
 pub static EMBEDDED_POLICY: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/policy.component.wasm"));

@@ -15,7 +15,7 @@ fn policy_info_prints_versions() {
     let (code, stdout, stderr) = podpolicy(&["policy", "info"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(
-        stdout.contains("WIT package         podpolicy:policy@0.10.0"),
+        stdout.contains("WIT package         podpolicy:policy@0.11.0"),
         "{stdout}"
     );
     assert!(stdout.contains("Kubernetes version  1.36"), "{stdout}");
@@ -314,16 +314,13 @@ fn progress_on_a_terminal_for_many_pods_and_never_in_a_pipe() {
     let Some((terminal, report)) = explain_on_a_terminal(&dir, &many) else {
         return;
     };
+    // `explain` streams: a count from 200 pods on, every 25, with no total.
     assert!(
-        terminal.starts_with("\revaluating pods: 0/250"),
-        "{terminal:?}"
-    );
-    assert!(
-        terminal.contains("\revaluating pods: 125/250"),
+        terminal.starts_with("\revaluating pods: 200\revaluating pods: 225"),
         "{terminal:?}"
     );
     // The last count, then the line blanked and the cursor back at its start.
-    let cleared = format!("\revaluating pods: 250/250\r{}\r", " ".repeat(24));
+    let cleared = format!("\revaluating pods: 250\r{}\r", " ".repeat(20));
     assert!(terminal.ends_with(&cleared), "{terminal:?}");
     // The report is the same as in a pipe: progress never reaches stdout.
     assert_eq!(report, stdout);

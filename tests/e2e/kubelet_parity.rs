@@ -929,20 +929,23 @@ fn a_later_contract_component_is_refused_from_its_export_names() {
         "{text}"
     );
     // 0.9.0, the first contract of versioned interfaces, whose cgroup
-    // files were name and value strings: refused the same way.
-    let error = PolicyRuntime::from_bytes(
-        &crate::hostile_policy::later_contract_component("0.9.0"),
-        &Cache::Off,
-        Limits::default(),
-    )
-    .err()
-    .expect("refused");
-    let text = format!("{error:#}");
-    assert!(
-        text.contains("podpolicy:policy@0.9.0")
-            && text.contains(&format!("@{}", podpolicy::runtime::WIT_VERSION)),
-        "{text}"
-    );
+    // files were name and value strings, and 0.10.0, without the
+    // node-cgroups sum: refused the same way.
+    for earlier in ["0.9.0", "0.10.0"] {
+        let error = PolicyRuntime::from_bytes(
+            &crate::hostile_policy::later_contract_component(earlier),
+            &Cache::Off,
+            Limits::default(),
+        )
+        .err()
+        .expect("refused");
+        let text = format!("{error:#}");
+        assert!(
+            text.contains(&format!("podpolicy:policy@{earlier}"))
+                && text.contains(&format!("@{}", podpolicy::runtime::WIT_VERSION)),
+            "{text}"
+        );
+    }
 
     let engine = wasmtime::Engine::default();
     let component =

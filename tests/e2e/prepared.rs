@@ -284,3 +284,76 @@ fn an_error_or_a_trap_does_not_change_the_next_answer() {
         "the trap replaced the instance"
     );
 }
+
+/// The streaming `explain` (pods handed on one at a time, the node-level
+/// sums kept in a `node-cgroups-sum` in the component) reports what
+/// `explain_all` (every pod kept, `node-level-cgroups` over all of them)
+/// reports, pod by pod and for the node: every fixture pod twice (the sums
+/// must count each), plus a pod the policy refuses, which is reported and
+/// not counted.
+#[test]
+fn streamed_explain_reports_what_explain_all_reports() {
+    use podpolicy::output::{NodeOut, Report};
+    let policy = runtime(Limits::default());
+    let mut files: Vec<_> = std::fs::read_dir(workspace().join("fixtures/pods"))
+        .expect("fixtures/pods")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    let mut docs: Vec<_> = files
+        .iter()
+        .flat_map(|f| read_pods(f).unwrap_or_else(|e| panic!("{}: {e:#}", f.display())))
+        .collect();
+    let mut refused = docs[0].clone();
+    refused.pod.spec.containers[0].resources = Some(podpolicy::bindings::ResourceRequirements {
+        requests: Some(vec![podpolicy::bindings::ResourceQuantity {
+            name: "cpu".into(),
+            quantity: "-1".into(),
+        }]),
+        limits: None,
+    });
+    docs.extend(docs.clone());
+    docs.insert(3, refused);
+    // node-1000gi, and the same with Memory QoS (TieredReservation), whose
+    // node-level memory.min / memory.low sum the pods' memory requests.
+    let mut memory_qos = node("node-1000gi.yaml");
+    memory_qos
+        .feature_gates
+        .push(podpolicy::bindings::FeatureGate {
+            name: "MemoryQoS".into(),
+            enabled: true,
+        });
+    memory_qos.memory_reservation_policy =
+        Some(podpolicy::bindings::MemoryReservationPolicy::TieredReservation);
+    for (node_file, node) in [
+        ("node-1000gi.yaml", node("node-1000gi.yaml")),
+        ("node-1000gi.yaml with Memory QoS", memory_qos),
+    ] {
+        let whole = podpolicy::explain_all(&policy, &docs, &node, None).expect("explain_all");
+        assert!(whole.any_rejected(), "the refused pod is reported");
+        let mut prepared = PreparedPolicy::new(policy.clone(), node.clone(), None)
+            .expect("call")
+            .expect("the node prepares");
+        let mut streamed = Vec::new();
+        let node_values = podpolicy::explain_stream(
+            &mut prepared,
+            |each| docs.iter().cloned().try_for_each(each),
+            |outcome| {
+                streamed.push(outcome.explanation());
+                Ok(())
+            },
+        )
+        .expect("explain_stream");
+        let report = Report {
+            pods: streamed,
+            node: NodeOut::new(&node.name, &node_values),
+        };
+        assert_eq!(report, whole.report(&node.name), "{node_file}");
+        // The sums counted the pods: an empty run gives other values.
+        let empty =
+            podpolicy::explain_stream(&mut prepared, |_| Ok(()), |_| Ok(())).expect("an empty run");
+        assert_ne!(empty, node_values, "{node_file}");
+        assert_eq!(prepared.prepared_count(), 1, "one instance for the runs");
+    }
+}

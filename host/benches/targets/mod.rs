@@ -22,6 +22,13 @@ pub const WEBHOOK_REVIEWS_PER_SECOND: f64 = 15_000.0;
 /// Webhook p99 latency at that load, in milliseconds.
 pub const WEBHOOK_P99_MS: f64 = 2.0;
 
+/// `explain` of 5,000 pods, the whole command.
+pub const EXPLAIN_5000: Duration = Duration::from_secs(1);
+/// `explain`'s peak memory for 5,000 pods over its peak for 1,000: memory
+/// that does not grow with the pod count (the slack is the allocator's and
+/// the measurement's, not a pod's share).
+pub const EXPLAIN_MEMORY_GROWTH: f64 = 1.1;
+
 /// Print one target's verdict.
 pub fn report(name: &str, met: bool, measured: String, limit: String) {
     let verdict = if met { "met" } else { "missed" };
