@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use podpolicy::runtime::{Cache, Limits, PolicyRuntime};
+use podpolicy::runtime::{Cache, Limits, PolicyRuntime, PreparedPolicy};
 use podpolicy::swap::PolicySlot;
 use podpolicy::webhook::{WebhookOptions, start};
 use serde_json::json;
@@ -220,7 +220,7 @@ fn median_us(n: usize, mut f: impl FnMut()) -> f64 {
 
 /// Where one /mutate review's server time goes, stage by stage, on one
 /// thread without HTTP or TLS (`--breakdown`).
-fn breakdown(policy: &PolicyRuntime) -> Result<()> {
+fn breakdown(policy: Arc<PolicyRuntime>) -> Result<()> {
     use podpolicy::webhook::review::{self, Endpoint};
     let body = review("breakdown", &pod());
     let request = review::parse(&body).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -228,7 +228,13 @@ fn breakdown(policy: &PolicyRuntime) -> Result<()> {
         serde_json::from_str(request.object.as_ref().context("object")?.get())?;
     let pod = podpolicy::pod_input::pod_from_json(&object)?;
     let node = podpolicy::empty_node();
-    let mut warm = policy.warm()?;
+    // What each evaluation thread keeps: the node prepared in a warm instance.
+    let mut prepared = PreparedPolicy::new(policy.clone(), node.clone(), None)?.map_err(|e| {
+        anyhow::anyhow!(
+            "the node settings do not prepare: {}",
+            podpolicy::format_field_errors(&e)
+        )
+    })?;
     let n = 2000;
     let parse = median_us(n, || {
         let _ = review::parse(&body);
@@ -236,16 +242,16 @@ fn breakdown(policy: &PolicyRuntime) -> Result<()> {
     let convert = median_us(n, || {
         let _ = podpolicy::pod_input::pod_from_json(&object);
     });
-    let call_warm = median_us(n, || {
-        let _ = warm.call(|p, s| p.call_default_pod(s, &pod, &node));
+    let call_prepared = median_us(n, || {
+        let _ = prepared.default_pod(&pod);
     });
     let call_fresh = median_us(n, || {
         let _ = policy.default_pod(&pod, &node);
     });
     let whole = median_us(n, || {
-        let _ = review::review(&mut warm, &node, Endpoint::Mutate, &request);
+        let _ = review::review(&mut prepared, Endpoint::Mutate, &request);
     });
-    let verdict = review::review(&mut warm, &node, Endpoint::Mutate, &request)?;
+    let verdict = review::review(&mut prepared, Endpoint::Mutate, &request)?;
     let respond = median_us(n, || {
         let _ = review::to_body(&verdict.response);
     });
@@ -257,9 +263,9 @@ fn breakdown(policy: &PolicyRuntime) -> Result<()> {
     println!(
         "  JSON tree -> WIT pod (pod_from_json):  {convert:.1} µs (the general path; reviews read the object directly)"
     );
-    println!("  default-pod, warm instance:            {call_warm:.1} µs");
+    println!("  default-pod, prepared node (warm):     {call_prepared:.1} µs");
     println!("  default-pod, fresh instance:           {call_fresh:.1} µs");
-    println!("  review() with the warm instance:       {whole:.1} µs (convert + call + patch)");
+    println!("  review() on the prepared node:         {whole:.1} µs (convert + call + patch)");
     println!("  serialise the response:                {respond:.1} µs");
     Ok(())
 }
@@ -268,7 +274,10 @@ fn main() -> Result<()> {
     let settings = settings()?;
     if settings.breakdown {
         let cache = Cache::Dir(std::env::temp_dir().join("podpolicy-bench-cache"));
-        return breakdown(&PolicyRuntime::embedded(&cache, Limits::default())?);
+        return breakdown(Arc::new(PolicyRuntime::embedded(
+            &cache,
+            Limits::default(),
+        )?));
     }
     let cpus = std::thread::available_parallelism().map_or(2, usize::from);
     let cert = client::test_cert();

@@ -115,9 +115,11 @@ pub fn run(
     body: &[u8],
 ) -> Result<ReviewReport> {
     let request = review::parse(body).map_err(|e| anyhow::anyhow!("{source}: {e}"))?;
-    let mut calls = policy;
+    // A fresh instance per call, as the one-shot commands run the policy;
+    // the webhook's answers on its prepared nodes are the same.
+    let mut calls = review::OneShot { policy, node };
     let mut answer = |endpoint: Endpoint| -> Result<EndpointOut> {
-        let verdict = review::review(&mut calls, node, endpoint, &request)
+        let verdict = review::review(&mut calls, endpoint, &request)
             .with_context(|| format!("/{}: the policy failed", endpoint.name()))?;
         Ok(EndpointOut {
             outcome: verdict.outcome.name(),

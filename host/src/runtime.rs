@@ -699,6 +699,33 @@ impl PreparedPolicy {
         self.call(|p, s, node| p.call_prepared_release(s, node, pod_uid, container, state))
     }
 
+    /// `pod-warnings` of `pod` (upstream's warnings about the pod as
+    /// written) on the warm instance. The warnings do not depend on the
+    /// node, so this is the plain export; the prepared node is not used.
+    pub fn pod_warnings(
+        &mut self,
+        pod: &crate::bindings::Pod,
+    ) -> Result<Vec<crate::bindings::PodWarning>> {
+        self.call(|p, s, _| p.call_pod_warnings(s, pod))
+    }
+
+    /// `resize`'s `plan` from `current` to `desired` (with `others`, the
+    /// requests of the node's other pods) on the warm instance, with the
+    /// node settings this was prepared for. The `prepared-node` resource
+    /// has no resize method yet, so this is the plain export: the settings
+    /// are sent, and decoded by the guest, on every call.
+    pub fn resize_plan(
+        &mut self,
+        current: &crate::bindings::Pod,
+        desired: &crate::bindings::Pod,
+        others: &[crate::bindings::ResourceQuantity],
+    ) -> Result<crate::PolicyResult<crate::bindings::ResizePlan>> {
+        // `call` borrows `self`, and may prepare the node again from
+        // `self.node` before it runs the closure: the closure gets a copy.
+        let node = self.node.clone();
+        self.call(|p, s, _| p.call_resize_plan(s, current, desired, others, &node))
+    }
+
     /// A fresh instance with the node prepared in it.
     fn prepare(&mut self) -> Result<crate::PolicyResult<()>> {
         let (mut store, policy) = self.runtime.instance()?;

@@ -4,6 +4,7 @@
 //! pods. Also: the deploy/ manifests, parsed with k8s-openapi types.
 
 mod client;
+mod prepared;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};

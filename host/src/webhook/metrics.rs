@@ -94,7 +94,7 @@ impl Metrics {
         let warm_instances = Gauge::default();
         registry.register(
             "warm_instances",
-            "Evaluation threads holding a warm policy instance (one per --max-concurrency thread when healthy)",
+            "Evaluation threads holding a warm policy instance with the node settings prepared in it (one per --max-concurrency thread when healthy)",
             warm_instances.clone(),
         );
         let connections = Gauge::default();

@@ -11,7 +11,8 @@
 //! it. Each review takes the serving policy from the [`PolicySlot`] once, so
 //! a hot swap never changes the policy under a request in flight. Evaluation
 //! runs off the async runtime on `--max-concurrency` evaluation threads
-//! (module `pool`), each with a warm policy instance, behind a semaphore of as
+//! (module `pool`), each with the node settings prepared in a warm policy
+//! instance (`runtime::PreparedPolicy`), behind a semaphore of as
 //! many permits; the policy keeps its own fuel, epoch and memory limits. Bodies above
 //! `--max-body-bytes` get 413, a review that misses `--request-timeout` gets
 //! 504, a policy failure gets 500: HTTP errors, so that the webhook
@@ -318,17 +319,22 @@ pub async fn start(
         .with_context(|| format!("listening on {}", options.listen))?;
     let local_addr = listener.local_addr().context("reading the bound address")?;
     let metrics = Metrics::new();
-    // Instantiating a warm policy per thread takes a while for many threads:
-    // off the async workers.
+    // Preparing the node in a warm instance per thread takes a while for
+    // many threads: off the async workers.
     let threads = options.max_concurrency;
     let warm = metrics.warm_instances().clone();
-    let pool =
-        tokio::task::spawn_blocking(move || pool::EvaluationPool::start(threads, &policy, &warm))
-            .await
-            .map_err(|e| anyhow!("starting the evaluation threads: {e}"))??;
+    let node = Arc::new(options.node);
+    let pool = {
+        let node = node.clone();
+        tokio::task::spawn_blocking(move || {
+            pool::EvaluationPool::start(threads, &policy, &node, &warm)
+        })
+        .await
+        .map_err(|e| anyhow!("starting the evaluation threads: {e}"))??
+    };
     let shared = Arc::new(Shared {
         slot,
-        node: Arc::new(options.node),
+        node,
         permits: Arc::new(Semaphore::new(
             options
                 .max_concurrency

@@ -19,35 +19,91 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::bindings::{ErrorReason, FieldError, NodeSettings, Pod, PodPolicy, ResizeDecision};
-use crate::runtime::{CallState, PolicyRuntime, WarmPolicy};
+use crate::PolicyResult;
+use crate::bindings::{
+    DefaultedPod, ErrorReason, FieldError, NodeSettings, Pod, PodWarning, ResizeDecision,
+    ResizePlan, ResourceQuantity,
+};
+use crate::runtime::{PolicyRuntime, PreparedPolicy};
 
-/// Runs policy calls: a fresh instance per call (`&PolicyRuntime`, the
-/// host's default) or one warm instance reused across calls
-/// ([`WarmPolicy`], what the webhook's evaluation threads keep).
+/// The four policy calls a review makes, on the node settings the caller
+/// fixed: on a prepared node in a warm instance ([`PreparedPolicy`], what
+/// the webhook's evaluation threads keep) or on a fresh instance per call
+/// with the settings sent each time ([`OneShot`], the `review` command and
+/// the threads' fallback). `Err` is a failure of the policy itself (trap,
+/// fuel, deadline, memory cap); field errors are answers.
 pub trait PolicyCalls {
-    /// Run one call with the full sandbox budget.
-    fn call<T>(
+    /// `validate-pod`.
+    fn validate_pod(&mut self, pod: &Pod) -> Result<Vec<FieldError>>;
+    /// `default-pod`.
+    fn default_pod(&mut self, pod: &Pod) -> Result<PolicyResult<DefaultedPod>>;
+    /// `pod-warnings` (they do not depend on the node).
+    fn pod_warnings(&mut self, pod: &Pod) -> Result<Vec<PodWarning>>;
+    /// `resize`'s `plan` from `current` to `desired`, with `others` (the
+    /// requests of the node's other pods).
+    fn resize_plan(
         &mut self,
-        f: impl FnOnce(&PodPolicy, &mut wasmtime::Store<CallState>) -> wasmtime::Result<T>,
-    ) -> Result<T>;
+        current: &Pod,
+        desired: &Pod,
+        others: &[ResourceQuantity],
+    ) -> Result<PolicyResult<ResizePlan>>;
 }
 
-impl PolicyCalls for &PolicyRuntime {
-    fn call<T>(
+impl PolicyCalls for PreparedPolicy {
+    fn validate_pod(&mut self, pod: &Pod) -> Result<Vec<FieldError>> {
+        PreparedPolicy::validate_pod(self, pod)
+    }
+
+    fn default_pod(&mut self, pod: &Pod) -> Result<PolicyResult<DefaultedPod>> {
+        PreparedPolicy::default_pod(self, pod)
+    }
+
+    fn pod_warnings(&mut self, pod: &Pod) -> Result<Vec<PodWarning>> {
+        PreparedPolicy::pod_warnings(self, pod)
+    }
+
+    fn resize_plan(
         &mut self,
-        f: impl FnOnce(&PodPolicy, &mut wasmtime::Store<CallState>) -> wasmtime::Result<T>,
-    ) -> Result<T> {
-        PolicyRuntime::call(self, f)
+        current: &Pod,
+        desired: &Pod,
+        others: &[ResourceQuantity],
+    ) -> Result<PolicyResult<ResizePlan>> {
+        PreparedPolicy::resize_plan(self, current, desired, others)
     }
 }
 
-impl PolicyCalls for WarmPolicy<'_> {
-    fn call<T>(
+/// The one-shot exports on a fresh instance per call ([`PolicyRuntime::call`],
+/// the host's default), with `node` sent on each call. Nothing is prepared,
+/// so node settings that do not decode are reported by each call, as the
+/// one-shot exports report them.
+#[derive(Clone, Copy)]
+pub struct OneShot<'a> {
+    /// The policy.
+    pub policy: &'a PolicyRuntime,
+    /// The node settings sent with every call.
+    pub node: &'a NodeSettings,
+}
+
+impl PolicyCalls for OneShot<'_> {
+    fn validate_pod(&mut self, pod: &Pod) -> Result<Vec<FieldError>> {
+        self.policy.validate_pod(pod, self.node)
+    }
+
+    fn default_pod(&mut self, pod: &Pod) -> Result<PolicyResult<DefaultedPod>> {
+        self.policy.default_pod(pod, self.node)
+    }
+
+    fn pod_warnings(&mut self, pod: &Pod) -> Result<Vec<PodWarning>> {
+        self.policy.call(|p, store| p.call_pod_warnings(store, pod))
+    }
+
+    fn resize_plan(
         &mut self,
-        f: impl FnOnce(&PodPolicy, &mut wasmtime::Store<CallState>) -> wasmtime::Result<T>,
-    ) -> Result<T> {
-        WarmPolicy::call(self, f)
+        current: &Pod,
+        desired: &Pod,
+        others: &[ResourceQuantity],
+    ) -> Result<PolicyResult<ResizePlan>> {
+        self.policy.resize_plan(current, desired, others, self.node)
     }
 }
 
@@ -570,12 +626,12 @@ fn raw_spec_change(
     ))
 }
 
-/// Answer one request. `Err` is a failure of the policy itself (trap, fuel,
-/// deadline, memory cap): the server turns it into an HTTP 500 so that the
-/// webhook configuration's `failurePolicy` decides, not this code.
+/// Answer one request with `policy`'s calls (the node settings are the
+/// ones `policy` was given). `Err` is a failure of the policy itself (trap,
+/// fuel, deadline, memory cap): the server turns it into an HTTP 500 so
+/// that the webhook configuration's `failurePolicy` decides, not this code.
 pub fn review(
     policy: &mut impl PolicyCalls,
-    node: &NodeSettings,
     endpoint: Endpoint,
     request: &AdmissionRequest,
 ) -> Result<Verdict> {
@@ -620,17 +676,17 @@ pub fn review(
         Err(denial) => return Ok(*denial),
     };
     let mut verdict = match endpoint {
-        Endpoint::Mutate => return mutate(policy, node, uid, &name, &pod),
+        Endpoint::Mutate => return mutate(policy, uid, &name, &pod),
         Endpoint::Validate => match (change, &request.old_object) {
             (Some(SpecChange::ResourcesOnly), Some(old_json)) => {
                 let old = match read_pod(uid, "request.oldObject", old_json, request_name) {
                     Ok((pod, _)) => pod,
                     Err(denial) => return Ok(*denial),
                 };
-                validate_resize(policy, node, uid, &name, &old, &pod)?
+                validate_resize(policy, uid, &name, &old, &pod)?
             }
             _ => {
-                let errors = policy.call(|p, store| p.call_validate_pod(store, &pod, node))?;
+                let errors = policy.validate_pod(&pod)?;
                 if errors.is_empty() {
                     allow(uid, Outcome::Allowed)
                 } else {
@@ -642,21 +698,15 @@ pub fn review(
     // Upstream's pod warnings (fractional bytes), on the validating side only
     // so that a client sees each once; they go with denials too.
     verdict.response.warnings = policy
-        .call(|p, store| p.call_pod_warnings(store, &pod))?
+        .pod_warnings(&pod)?
         .iter()
         .map(ToString::to_string)
         .collect();
     Ok(verdict)
 }
 
-fn mutate(
-    policy: &mut impl PolicyCalls,
-    node: &NodeSettings,
-    uid: &str,
-    name: &str,
-    pod: &Pod,
-) -> Result<Verdict> {
-    let defaulted = match policy.call(|p, store| p.call_default_pod(store, pod, node))? {
+fn mutate(policy: &mut impl PolicyCalls, uid: &str, name: &str, pod: &Pod) -> Result<Verdict> {
+    let defaulted = match policy.default_pod(pod)? {
         Ok(defaulted) => defaulted,
         Err(errors) => return Ok(deny_invalid(uid, name, &errors)),
     };
@@ -676,18 +726,16 @@ fn mutate(
 /// fits (Deferred, Infeasible) is the node's, so those are allowed.
 fn validate_resize(
     policy: &mut impl PolicyCalls,
-    node: &NodeSettings,
     uid: &str,
     name: &str,
     old: &Pod,
     new: &Pod,
 ) -> Result<Verdict> {
     let no_others = Vec::new();
-    let plan =
-        match policy.call(|p, store| p.call_resize_plan(store, old, new, &no_others, node))? {
-            Ok(plan) => plan,
-            Err(errors) => return Ok(deny_invalid(uid, name, &errors)),
-        };
+    let plan = match policy.resize_plan(old, new, &no_others)? {
+        Ok(plan) => plan,
+        Err(errors) => return Ok(deny_invalid(uid, name, &errors)),
+    };
     if plan.decision != ResizeDecision::Invalid {
         return Ok(allow(uid, Outcome::Allowed));
     }
