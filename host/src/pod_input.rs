@@ -178,36 +178,18 @@ pub fn read_pods(path: &Path) -> Result<Vec<PodDocument>> {
 /// becomes one [`PodDocument`] (see [`parse_pods_with`]). In a directory an
 /// empty file is skipped, but the directory must hold at least one pod.
 pub fn read_pods_with(path: &Path, options: &ReadOptions) -> Result<PodRead> {
-    let mut read = PodRead::default();
-    let is_dir = path != Path::new("-")
-        && std::fs::metadata(path)
-            .with_context(|| format!("{}: cannot read", path.display()))?
-            .is_dir();
-    if !is_dir {
-        let (origin, text) = read_input(path, "pod file")?;
-        if parse_into(&origin, &text, options, &mut read)? == 0 {
-            bail!("{origin}: no pod found");
-        }
-        return Ok(read);
-    }
-    let mut files = Vec::new();
-    manifest_files(path, options.recursive, &mut files)?;
-    for file in &files {
-        let (origin, text) = read_input(file, "pod file")?;
-        parse_into(&origin, &text, options, &mut read)?;
-    }
-    if read.docs.is_empty() {
-        bail!(
-            "{}: no pod found in the directory's .yaml, .yml and .json files{}",
-            path.display(),
-            if options.recursive {
-                ""
-            } else {
-                " (subdirectories are read only when recursive)"
-            }
-        );
-    }
-    Ok(read)
+    let mut docs = Vec::new();
+    let mut warnings = Vec::new();
+    visit_pods(
+        &[path],
+        options,
+        &mut |doc| {
+            docs.push(doc);
+            Ok(())
+        },
+        &mut |warning| warnings.push(warning.to_string()),
+    )?;
+    Ok(PodRead { docs, warnings })
 }
 
 /// The manifest files of `dir` in kubectl's order: names sorted bytewise,

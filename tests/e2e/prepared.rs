@@ -20,20 +20,24 @@ fn runtime(limits: Limits) -> Arc<PolicyRuntime> {
     )
 }
 
-fn fixture_pods() -> Vec<Pod> {
+/// Every pod document of fixtures/pods, in file name order.
+fn fixture_docs() -> Vec<podpolicy::pod_input::PodDocument> {
     let mut files: Vec<_> = std::fs::read_dir(workspace().join("fixtures/pods"))
         .expect("fixtures/pods")
         .map(|e| e.expect("entry").path())
         .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
         .collect();
     files.sort();
-    let pods: Vec<Pod> = files
+    let docs: Vec<_> = files
         .iter()
         .flat_map(|f| read_pods(f).unwrap_or_else(|e| panic!("{}: {e:#}", f.display())))
-        .map(|d| d.pod)
         .collect();
-    assert!(pods.len() >= 15, "{} fixture pods", pods.len());
-    pods
+    assert!(docs.len() >= 15, "{} fixture pods", docs.len());
+    docs
+}
+
+fn fixture_pods() -> Vec<Pod> {
+    fixture_docs().into_iter().map(|d| d.pod).collect()
 }
 
 fn node(name: &str) -> NodeSettings {
@@ -295,16 +299,7 @@ fn an_error_or_a_trap_does_not_change_the_next_answer() {
 fn streamed_explain_reports_what_explain_all_reports() {
     use podpolicy::output::{NodeOut, Report};
     let policy = runtime(Limits::default());
-    let mut files: Vec<_> = std::fs::read_dir(workspace().join("fixtures/pods"))
-        .expect("fixtures/pods")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
-    let mut docs: Vec<_> = files
-        .iter()
-        .flat_map(|f| read_pods(f).unwrap_or_else(|e| panic!("{}: {e:#}", f.display())))
-        .collect();
+    let mut docs = fixture_docs();
     let mut refused = docs[0].clone();
     refused.pod.spec.containers[0].resources = Some(podpolicy::bindings::ResourceRequirements {
         requests: Some(vec![podpolicy::bindings::ResourceQuantity {
