@@ -884,27 +884,29 @@ fn validate_node_checks_the_manager_settings() {
     );
 }
 
+/// `component`, built for contract `version`, is refused at load with a
+/// message naming its version and this host's.
+fn refused_naming_both(component: &[u8], version: &str) {
+    use podpolicy::runtime::{Cache, Limits, PolicyRuntime};
+    let error = PolicyRuntime::from_bytes(component, &Cache::Off, Limits::default())
+        .err()
+        .expect("refused");
+    let text = format!("{error:#}");
+    assert!(
+        text.contains(&format!("podpolicy:policy@{version}"))
+            && text.contains(&format!("@{}", podpolicy::runtime::WIT_VERSION)),
+        "{text}"
+    );
+}
+
 /// Components built for earlier contracts (0.5.0; 0.6.0, the one before
 /// `explain-values` and the admission rules; 0.7.0, the one with string
 /// policy names and data-less manager errors; 0.8.0, the last flat world
 /// without versioned interfaces) are refused at load, naming both versions.
 #[test]
 fn an_old_contract_component_is_refused_naming_both_versions() {
-    use podpolicy::runtime::{Cache, Limits, PolicyRuntime};
     for old in ["0.5.0", "0.6.0", "0.7.0", "0.8.0"] {
-        let error = PolicyRuntime::from_bytes(
-            &crate::hostile_policy::old_contract_component(old),
-            &Cache::Off,
-            Limits::default(),
-        )
-        .err()
-        .expect("refused");
-        let text = format!("{error:#}");
-        assert!(
-            text.contains(&format!("podpolicy:policy@{old}"))
-                && text.contains(&format!("@{}", podpolicy::runtime::WIT_VERSION)),
-            "{text}"
-        );
+        refused_naming_both(&crate::hostile_policy::old_contract_component(old), old);
     }
 }
 
@@ -914,23 +916,13 @@ fn an_old_contract_component_is_refused_naming_both_versions() {
 /// live in interfaces.
 #[test]
 fn a_later_contract_component_is_refused_from_its_export_names() {
-    use podpolicy::runtime::{Cache, Limits, PolicyRuntime};
     // 1.0.0, later than this host; 0.9.0, the first contract of versioned
     // interfaces, whose cgroup files were name and value strings; and
     // 0.10.0, without the node-cgroups sum: each refused, naming both.
     for other in ["1.0.0", "0.9.0", "0.10.0"] {
-        let error = PolicyRuntime::from_bytes(
+        refused_naming_both(
             &crate::hostile_policy::later_contract_component(other),
-            &Cache::Off,
-            Limits::default(),
-        )
-        .err()
-        .expect("refused");
-        let text = format!("{error:#}");
-        assert!(
-            text.contains(&format!("podpolicy:policy@{other}"))
-                && text.contains(&format!("@{}", podpolicy::runtime::WIT_VERSION)),
-            "{text}"
+            other,
         );
     }
 
