@@ -2,9 +2,9 @@
 //! and the tests below run them over the seeds and random bytes without
 //! libFuzzer.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
-use podpolicy::runtime::{Cache, Limits, PolicyRuntime};
+use podpolicy::runtime::{Cache, Limits, PolicyRuntime, PreparedPolicy};
 use policy_wasm::evaluate;
 use policy_wasm::quantity::{Format, Quantity};
 
@@ -123,14 +123,14 @@ pub fn evaluate_native(case: &Case) {
 /// The component, compiled once per process; a fresh instance per call.
 /// With fuel metering on (the host's default is the epoch deadline alone),
 /// so a budget error is the same on every replay of a finding.
-fn runtime() -> &'static PolicyRuntime {
-    static RUNTIME: OnceLock<PolicyRuntime> = OnceLock::new();
+fn runtime() -> &'static Arc<PolicyRuntime> {
+    static RUNTIME: OnceLock<Arc<PolicyRuntime>> = OnceLock::new();
     RUNTIME.get_or_init(|| {
         let limits = Limits {
             fuel: Some(2_000_000_000),
             ..Limits::default()
         };
-        PolicyRuntime::embedded(&Cache::Off, limits).expect("the embedded policy loads")
+        Arc::new(PolicyRuntime::embedded(&Cache::Off, limits).expect("the embedded policy loads"))
     })
 }
 
@@ -276,10 +276,62 @@ pub fn differential(case: &Case) {
         evaluate::manager_operation(&to_native(&request), &native_topology, &native_node),
     );
     // The defaulted pod, as `explain` evaluates it.
-    if let Some(Ok(defaulted)) = defaulted {
+    if let Some(Ok(defaulted)) = &defaulted {
         same(
             "evaluate (defaulted)",
             policy.evaluate(&defaulted.pod, node),
+            evaluate::evaluate(&to_native(&defaulted.pod), &native_node),
+        );
+    }
+    // The long-lived hosts' path: the node prepared once in a warm
+    // instance, then the same calls on it, one after the other (a call
+    // that errs must not change the next one's answer).
+    let mut slot = None;
+    same(
+        "prepare",
+        PreparedPolicy::new(runtime().clone(), node.clone(), Some(topology.clone()))
+            .map(|answer| answer.map(|prepared| slot = Some(prepared))),
+        policy_wasm::prepared::PreparedNode::prepare(&native_node, Some(&native_topology))
+            .map(|_| ()),
+    );
+    let Some(prepared) = slot.as_mut() else {
+        return;
+    };
+    same(
+        "prepared validate-pod",
+        prepared.validate_pod(pod),
+        evaluate::validate_pod(&native_pod, &native_node),
+    );
+    same(
+        "prepared default-pod",
+        prepared.default_pod(pod),
+        evaluate::default_pod(&native_pod, &native_node),
+    );
+    same(
+        "prepared evaluate",
+        prepared.evaluate(pod),
+        evaluate::evaluate(&native_pod, &native_node),
+    );
+    same(
+        "prepared admit",
+        prepared.admit(pod, &state),
+        evaluate::admit(&native_pod, &native_topology, &native_state, &native_node),
+    );
+    same(
+        "prepared release",
+        prepared.release(&pod.uid, container, &state),
+        evaluate::release(
+            &pod.uid,
+            container,
+            &native_topology,
+            &native_state,
+            &native_node,
+        ),
+    );
+    if let Some(Ok(defaulted)) = &defaulted {
+        same(
+            "prepared evaluate (defaulted)",
+            prepared.evaluate(&defaulted.pod),
             evaluate::evaluate(&to_native(&defaulted.pod), &native_node),
         );
     }

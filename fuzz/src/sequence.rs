@@ -29,9 +29,10 @@
 //!   the started state exactly.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use podpolicy::bindings as host;
-use podpolicy::runtime::PolicyRuntime;
+use podpolicy::runtime::{PolicyRuntime, PreparedPolicy};
 use policy_wasm::cpuset::CpuSet;
 use policy_wasm::evaluate;
 
@@ -1299,8 +1300,10 @@ fn same<C: std::fmt::Debug, N: std::fmt::Debug>(
 }
 
 /// The sequence through the component and natively, step by step: every
-/// answer identical (each side keeps its own state), no trap.
-pub fn differential(policy: &PolicyRuntime, case: &AllocCase) {
+/// answer identical (each side keeps its own state), no trap. Each admit
+/// and release also goes through one prepared node in a warm instance (the
+/// long-lived hosts' path), which must answer as the one-shot call does.
+pub fn differential(policy: &Arc<PolicyRuntime>, case: &AllocCase) {
     let setup = Setup::new(case);
     let (topology, node) = (&setup.topology, &setup.node);
     let (ntopology, nnode) = (&setup.native_topology, &setup.native_node);
@@ -1327,6 +1330,13 @@ pub fn differential(policy: &PolicyRuntime, case: &AllocCase) {
         Ok(Ok(state)) => state,
         _ => empty,
     };
+    let mut prepared = None;
+    same(
+        "prepare",
+        PreparedPolicy::new(policy.clone(), node.clone(), Some(topology.clone()))
+            .map(|answer| answer.map(|p| prepared = Some(p))),
+        policy_wasm::prepared::PreparedNode::prepare(nnode, Some(ntopology)).map(|_| ()),
+    );
     let mut model = Model::default();
     for (i, op) in case.ops.iter().enumerate() {
         for step in model.plan(i, op) {
@@ -1337,10 +1347,19 @@ pub fn differential(policy: &PolicyRuntime, case: &AllocCase) {
                     again,
                 } => {
                     let pod = *pod;
+                    let native_answer =
+                        evaluate::admit(&to_native(&pod), ntopology, &to_native(&state), nnode);
+                    if let Some(prepared) = prepared.as_mut() {
+                        same(
+                            &format!("step {i}: prepared admit"),
+                            prepared.admit(&pod, &state),
+                            &native_answer,
+                        );
+                    }
                     let Some(result) = same(
                         &format!("step {i}: admit"),
                         policy.admit(&pod, topology, &state, node),
-                        evaluate::admit(&to_native(&pod), ntopology, &to_native(&state), nnode),
+                        native_answer,
                     ) else {
                         return;
                     };
@@ -1360,10 +1379,19 @@ pub fn differential(policy: &PolicyRuntime, case: &AllocCase) {
                 }
                 Step::Release { pod, container } => {
                     let uid = model.admitted[pod].pod.uid.clone();
+                    let native_answer =
+                        evaluate::release(&uid, &container, ntopology, &to_native(&state), nnode);
+                    if let Some(prepared) = prepared.as_mut() {
+                        same(
+                            &format!("step {i}: prepared release"),
+                            prepared.release(&uid, &container, &state),
+                            &native_answer,
+                        );
+                    }
                     let Some(result) = same(
                         &format!("step {i}: release"),
                         policy.release(&uid, &container, topology, &state, node),
-                        evaluate::release(&uid, &container, ntopology, &to_native(&state), nnode),
+                        native_answer,
                     ) else {
                         return;
                     };

@@ -21,13 +21,10 @@ fn workspace() -> PathBuf {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    // tmpfs when there is one, as a node's /sys/fs/cgroup would be memory-backed.
-    let base = if Path::new("/dev/shm").is_dir() {
-        PathBuf::from("/dev/shm")
-    } else {
-        std::env::temp_dir()
-    };
-    let dir = base.join(format!("podpolicy-bench-{name}-{}", std::process::id()));
+    // The temporary directory: /dev/shm would be memory-backed as a node's
+    // /sys/fs/cgroup is, but the agent refuses to write cgroup files under
+    // /dev (a system directory that is not a cgroup mount).
+    let dir = std::env::temp_dir().join(format!("podpolicy-bench-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch dir");
     dir

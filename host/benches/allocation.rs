@@ -2,9 +2,12 @@
 //! the same `admit` natively (policy-wasm as a library) and through the
 //! component (a fresh pooled instance per call, as the host runs it).
 //! Prints medians and the ratio; run with `cargo bench -p podpolicy --bench allocation`.
+//! `BENCH_PROFILE=component-prepared-admit:5000` (or `native-prepared-admit`)
+//! runs one prepared-node admission alone for a profiler.
 
 use std::time::{Duration, Instant};
 
+mod profile_case;
 mod targets;
 
 use podpolicy::runtime::{Cache, Limits, PolicyRuntime};
@@ -220,6 +223,28 @@ fn main() {
             .assignment
             .pod_cpuset,
         host_admission.assignment.pod_cpuset
+    );
+
+    let profile = profile_case::requested();
+    if profile_case::run_if("native-prepared-admit", &profile, || {
+        std::hint::black_box(
+            native_prepared
+                .admit(&guest_pod, &guest_state)
+                .expect("admits"),
+        );
+    }) || profile_case::run_if("component-prepared-admit", &profile, || {
+        std::hint::black_box(
+            prepared
+                .admit(&host_pod, &host_state)
+                .expect("call")
+                .expect("admits"),
+        );
+    }) {
+        return;
+    }
+    profile_case::unknown(
+        &profile,
+        &["native-prepared-admit", "component-prepared-admit"],
     );
 
     let mut native = Vec::with_capacity(ITERATIONS);

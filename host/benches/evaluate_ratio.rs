@@ -11,7 +11,8 @@
 //! side evicted, which costs the smaller native working set more.)
 //!
 //! `cargo bench -p podpolicy --bench evaluate_ratio [-- ROUNDS]` (default
-//! 200). Pods and node as in `benches/policy.rs`.
+//! 200). `BENCH_PROFILE=component-prepared-3:20000` (or `native-prepared-`,
+//! `fresh-`; 3 or 20 containers) runs one case alone for a profiler. Pods and node as in `benches/policy.rs`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -23,6 +24,7 @@ mod convert;
 use convert::to_native;
 
 mod common;
+mod profile_case;
 mod targets;
 use common::{agreed_pod, node};
 
@@ -53,7 +55,14 @@ fn main() {
         .skip(1)
         .find(|a| !a.starts_with('-'))
         .map_or(200, |n| n.parse().expect("ROUNDS is a number"));
-    let policy = PolicyRuntime::from_bytes(EMBEDDED_POLICY, &Cache::Off, Limits::default())
+    // A profiled run loads the compiled policy from the cache: mapped from
+    // a file, its functions have names (`wasm[0]::function[N]`) in `perf`.
+    let cache = if profile_case::requested().is_some() {
+        Cache::default_location()
+    } else {
+        Cache::Off
+    };
+    let policy = PolicyRuntime::from_bytes(EMBEDDED_POLICY, &cache, Limits::default())
         .expect("the policy loads");
     let node = node();
     let native_node = to_native(&node);
@@ -78,9 +87,22 @@ fn main() {
         "warm prep",
         "prep/nat prep"
     );
+    let profile = profile_case::requested();
     for count in [3, 20] {
         // Both sides agree before they are timed.
         let (pod, native_pod) = agreed_pod(&policy, &node, count);
+        if profile_case::run_if(&format!("native-prepared-{count}"), &profile, || {
+            black_box(native_prepared.evaluate(black_box(&native_pod))).expect("evaluates");
+        }) || profile_case::run_if(&format!("component-prepared-{count}"), &profile, || {
+            black_box(prepared.evaluate(black_box(&pod)).expect("call")).expect("evaluates");
+        }) || profile_case::run_if(&format!("fresh-{count}"), &profile, || {
+            black_box(policy.evaluate(black_box(&pod), &node).expect("call")).expect("evaluates");
+        }) {
+            return;
+        }
+        if profile.is_some() {
+            continue;
+        }
 
         let (mut native, mut warm_times, mut fresh) = (Vec::new(), Vec::new(), Vec::new());
         let (mut native_prep, mut warm_prep) = (Vec::new(), Vec::new());
@@ -135,4 +157,8 @@ fn main() {
             targets::ratio_at_most("warm-evaluate-20", prepared_ratio, targets::WARM_20_RATIO);
         }
     }
+    profile_case::unknown(
+        &profile,
+        &["{native,component}-prepared-{3,20}", "fresh-{3,20}"],
+    );
 }

@@ -15,6 +15,12 @@ use podpolicy::bindings::NodeSettings;
 use podpolicy::runtime::{Cache, Limits, PolicyRuntime};
 use podpolicy::{apply, conformance, explain_all, node_input, output, pod_input};
 
+// mimalloc rather than glibc malloc: reading pods and crossing into the
+// component allocate and free many small values per pod, and glibc's
+// malloc/free were a quarter of `explain`'s time (BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "podpolicy",
