@@ -180,21 +180,20 @@ pub fn differential(case: &Case) {
         policy.validate_node(node),
         evaluate::validate_node(&native_node),
     );
+    let native_validation = evaluate::validate_pod(&native_pod, &native_node);
     same(
         "validate-pod",
         policy.validate_pod(pod, node),
-        evaluate::validate_pod(&native_pod, &native_node),
+        &native_validation,
     );
+    let native_defaulted = evaluate::default_pod(&native_pod, &native_node);
     let defaulted = same(
         "default-pod",
         policy.default_pod(pod, node),
-        evaluate::default_pod(&native_pod, &native_node),
+        &native_defaulted,
     );
-    same(
-        "evaluate",
-        policy.evaluate(pod, node),
-        evaluate::evaluate(&native_pod, &native_node),
-    );
+    let native_evaluation = evaluate::evaluate(&native_pod, &native_node);
+    same("evaluate", policy.evaluate(pod, node), &native_evaluation);
     same(
         "effective-resources",
         policy.effective_resources(pod, options, node),
@@ -248,26 +247,29 @@ pub fn differential(case: &Case) {
     let native_topology: native::NodeTopology = to_native(topology);
     let state = podpolicy::empty_manager_state();
     let native_state: native::ManagerState = to_native(&state);
+    let native_admission =
+        evaluate::admit(&native_pod, &native_topology, &native_state, &native_node);
     same(
         "admit",
         policy.admit(pod, topology, &state, node),
-        evaluate::admit(&native_pod, &native_topology, &native_state, &native_node),
+        &native_admission,
     );
     let container = pod
         .spec
         .containers
         .first()
         .map_or("app", |c| c.name.as_str());
+    let native_release = evaluate::release(
+        &pod.uid,
+        container,
+        &native_topology,
+        &native_state,
+        &native_node,
+    );
     same(
         "release",
         policy.release(&pod.uid, container, topology, &state, node),
-        evaluate::release(
-            &pod.uid,
-            container,
-            &native_topology,
-            &native_state,
-            &native_node,
-        ),
+        &native_release,
     );
     let request = podpolicy::bindings::ManagerRequest::Start(state.clone());
     same(
@@ -276,11 +278,18 @@ pub fn differential(case: &Case) {
         evaluate::manager_operation(&to_native(&request), &native_topology, &native_node),
     );
     // The defaulted pod, as `explain` evaluates it.
-    if let Some(Ok(defaulted)) = &defaulted {
+    let defaulted = match &defaulted {
+        Some(Ok(defaulted)) => Some((
+            &defaulted.pod,
+            evaluate::evaluate(&to_native(&defaulted.pod), &native_node),
+        )),
+        _ => None,
+    };
+    if let Some((pod, native_evaluation)) = &defaulted {
         same(
             "evaluate (defaulted)",
-            policy.evaluate(&defaulted.pod, node),
-            evaluate::evaluate(&to_native(&defaulted.pod), &native_node),
+            policy.evaluate(pod, node),
+            native_evaluation,
         );
     }
     // The long-lived hosts' path: the node prepared once in a warm
@@ -300,39 +309,33 @@ pub fn differential(case: &Case) {
     same(
         "prepared validate-pod",
         prepared.validate_pod(pod),
-        evaluate::validate_pod(&native_pod, &native_node),
+        &native_validation,
     );
     same(
         "prepared default-pod",
         prepared.default_pod(pod),
-        evaluate::default_pod(&native_pod, &native_node),
+        &native_defaulted,
     );
     same(
         "prepared evaluate",
         prepared.evaluate(pod),
-        evaluate::evaluate(&native_pod, &native_node),
+        &native_evaluation,
     );
     same(
         "prepared admit",
         prepared.admit(pod, &state),
-        evaluate::admit(&native_pod, &native_topology, &native_state, &native_node),
+        &native_admission,
     );
     same(
         "prepared release",
         prepared.release(&pod.uid, container, &state),
-        evaluate::release(
-            &pod.uid,
-            container,
-            &native_topology,
-            &native_state,
-            &native_node,
-        ),
+        &native_release,
     );
-    if let Some(Ok(defaulted)) = &defaulted {
+    if let Some((pod, native_evaluation)) = &defaulted {
         same(
             "prepared evaluate (defaulted)",
-            prepared.evaluate(&defaulted.pod),
-            evaluate::evaluate(&to_native(&defaulted.pod), &native_node),
+            prepared.evaluate(pod),
+            native_evaluation,
         );
     }
 }
