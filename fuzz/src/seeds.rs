@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use podpolicy::bindings as host;
-use podpolicy::node_input::read_node;
+use podpolicy::node_input::{read_node, read_node_inputs};
 use podpolicy::pod_input::read_pods;
 
 use crate::alloc::{self, AllocCase};
@@ -42,12 +42,31 @@ fn stem(path: &Path) -> String {
         .into_owned()
 }
 
+/// A node fixture as the command reads it. A KubeletConfiguration file is
+/// not a node: it is applied to `node-1000gi.yaml`, as `--node
+/// fixtures/nodes/node-1000gi.yaml --kubelet-config <file>` would.
+fn fixture_node(root: &Path, path: &Path) -> host::NodeSettings {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let node = if text.contains("kind: KubeletConfiguration") {
+        read_node_inputs(
+            Some(&root.join("fixtures/nodes/node-1000gi.yaml")),
+            Some(path),
+            Path::new("/proc"),
+            Path::new("/sys/fs/cgroup"),
+        )
+        .map(|inputs| inputs.settings)
+    } else {
+        read_node(path)
+    };
+    node.unwrap_or_else(|e| panic!("{e:#}"))
+}
+
 /// The fixture pods on the fixture nodes, named `seed-<pod>-<node>`.
 pub fn cases() -> Vec<(String, Case)> {
     let root = repository();
     let nodes: Vec<(String, host::NodeSettings)> = yaml_files(&root.join("fixtures/nodes"))
         .iter()
-        .map(|p| (stem(p), read_node(p).unwrap_or_else(|e| panic!("{e:#}"))))
+        .map(|p| (stem(p), fixture_node(&root, p)))
         .collect();
     let mut out = Vec::new();
     for pod_file in yaml_files(&root.join("fixtures/pods")) {
