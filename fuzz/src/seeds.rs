@@ -43,13 +43,15 @@ fn stem(path: &Path) -> String {
 }
 
 /// A node fixture as the command reads it. A KubeletConfiguration file is
-/// not a node: it is applied to `node-1000gi.yaml`, as `--node
-/// fixtures/nodes/node-1000gi.yaml --kubelet-config <file>` would.
+/// not a node: it is applied to the Node object `kubectl-get-node.yaml`, as
+/// `--node fixtures/nodes/kubectl-get-node.yaml --kubelet-config <file>`
+/// does (a custom node file with a `kubeletConfig` section refuses a second
+/// source of kubelet settings).
 fn fixture_node(root: &Path, path: &Path) -> host::NodeSettings {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let node = if text.contains("kind: KubeletConfiguration") {
         read_node_inputs(
-            Some(&root.join("fixtures/nodes/node-1000gi.yaml")),
+            Some(&root.join("fixtures/nodes/kubectl-get-node.yaml")),
             Some(path),
             Path::new("/proc"),
             Path::new("/sys/fs/cgroup"),
