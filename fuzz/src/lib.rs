@@ -700,6 +700,28 @@ fn node<S: Stream>(s: &mut S, v: &mut host::NodeSettings) -> Result<()> {
     )?;
     opt(s, &mut v.kernel_version, String::new, |s, k| {
         choice(s, k, &["6.8.0-45-generic", "5.4.0", "5.9", "x"])
+    })?;
+    // `evictionHard`: signal and threshold (a quantity or a percentage).
+    opt(s, &mut v.eviction_hard, Vec::new, |s, thresholds| {
+        list(
+            s,
+            thresholds,
+            5,
+            || (String::new(), String::new()),
+            |s, (signal, threshold)| {
+                choice(
+                    s,
+                    signal,
+                    &[
+                        "memory.available",
+                        "nodefs.available",
+                        "imagefs.available",
+                        "nodefs.inodesFree",
+                    ],
+                )?;
+                choice(s, threshold, &["100Mi", "1Gi", "10%", "15%", "5%", "0"])
+            },
+        )
     })
 }
 
