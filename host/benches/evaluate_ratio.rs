@@ -57,7 +57,8 @@ fn main() {
         .map_or(200, |n| n.parse().expect("ROUNDS is a number"));
     // A profiled run loads the compiled policy from the cache: mapped from
     // a file, its functions have names (`wasm[0]::function[N]`) in `perf`.
-    let cache = if profile_case::requested().is_some() {
+    let profile = profile_case::requested();
+    let cache = if profile.is_some() {
         Cache::default_location()
     } else {
         Cache::Off
@@ -87,7 +88,6 @@ fn main() {
         "warm prep",
         "prep/nat prep"
     );
-    let profile = profile_case::requested();
     for count in [3, 20] {
         // Both sides agree before they are timed.
         let (pod, native_pod) = agreed_pod(&policy, &node, count);
