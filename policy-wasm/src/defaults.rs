@@ -1,6 +1,6 @@
 //! API-server defaulting of container and pod-level resources
-//! (`SetDefaults_Pod` with KEP-2837), returned as the defaulted pod and the
-//! RFC 6902 patch that turns the input into it.
+//! (`SetDefaults_Pod` with KEP-2837), returned as the defaulted resource
+//! lists and the RFC 6902 patch that turns the input into them.
 //!
 //! Order, as upstream: every quantity is rounded up to milli precision;
 //! container requests default to their limits; then, with PodLevelResources,
@@ -8,16 +8,85 @@
 //! requests to the containers' aggregate (cpu, memory) or else to the pod
 //! limit, and (PodLevelResourcesFixUpdateDefaulting) pod-level cpu/memory
 //! limits to the sum of container limits when every container has one.
+//!
+//! Defaulting edits the lists as written, because its answer is a pod as
+//! written: entries keep their order and text unless a default changes them,
+//! and the patch names only what changed. The pod-level steps read the
+//! containers' values parsed from those lists ([`parsed`]), as the kubelet
+//! parses the defaulted pod the API server stored.
 
 use std::fmt;
 
 use crate::features::FeatureGates;
-use crate::model::{Pod, ResourceMap};
+use crate::model::{Pod, Requirements, ResourceMap};
 use crate::quantity::Quantity;
 use crate::resources::{self, is_hugepages, is_supported_pod_level_resource};
-use crate::wit::{
-    self, FieldError, PatchOp, PatchOperation, PatchValue, ResourceQuantity, ResourceRequirements,
-};
+
+/// A resource list as written: `(name, quantity)` entries in order.
+pub type WrittenQuantities = Vec<(String, String)>;
+
+/// `resources` of a container or of the pod as written; `None` lists are nil.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WrittenRequirements {
+    /// `requests`.
+    pub requests: Option<WrittenQuantities>,
+    /// `limits`.
+    pub limits: Option<WrittenQuantities>,
+}
+
+/// Every resource list defaulting reads or writes, as written.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodResourceLists {
+    /// Each of `spec.initContainers`' `resources`, when set.
+    pub init_containers: Vec<Option<WrittenRequirements>>,
+    /// Each of `spec.containers`' `resources`, when set.
+    pub containers: Vec<Option<WrittenRequirements>>,
+    /// `spec.overhead`, when set.
+    pub overhead: Option<WrittenQuantities>,
+    /// `spec.resources`, when set.
+    pub resources: Option<WrittenRequirements>,
+}
+
+/// The RFC 6902 operations a defaulting patch uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PatchOp {
+    /// `add`.
+    Add,
+    /// `replace`.
+    Replace,
+}
+
+/// The value of a patch operation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PatchValue {
+    /// One quantity.
+    Quantity(String),
+    /// A whole `ResourceList`.
+    ResourceList(WrittenQuantities),
+    /// A whole `ResourceRequirements`.
+    Requirements(WrittenRequirements),
+}
+
+/// One RFC 6902 operation of a defaulting patch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PatchOperation {
+    /// `add` or `replace`.
+    pub op: PatchOp,
+    /// The JSON Pointer, e.g. `/spec/containers/0/resources/requests/cpu`.
+    pub path: String,
+    /// The value set there.
+    pub value: PatchValue,
+}
+
+/// The result of defaulting: the lists as the API server stores them, and
+/// the patch from the input's lists to them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Defaulted {
+    /// The defaulted lists.
+    pub lists: PodResourceLists,
+    /// The RFC 6902 patch from the input to `lists`.
+    pub patch: Vec<PatchOperation>,
+}
 
 /// Whether a resource may be overcommitted (requests below limits): every
 /// native resource except hugepages (upstream `IsOvercommitAllowed`).
@@ -26,26 +95,23 @@ pub fn is_overcommit_allowed(name: &str) -> bool {
     native && !is_hugepages(name)
 }
 
-/// Default a pod; the input must decode (quantities parse).
-pub fn default_pod(
-    input: &wit::Pod,
-    gates: &FeatureGates,
-) -> Result<wit::DefaultedPod, Vec<FieldError>> {
-    crate::boundary::pod::decode_pod(input)?;
+/// Default the resource lists `input` of the pod `decoded` (the same pod,
+/// parsed: every quantity of `input` is valid).
+pub fn default_pod(input: &PodResourceLists, decoded: &Pod, gates: &FeatureGates) -> Defaulted {
     let mut out = input.clone();
     round_all_to_milli(&mut out);
     for c in out
-        .spec
         .containers
         .iter_mut()
-        .chain(out.spec.init_containers.iter_mut())
+        .chain(out.init_containers.iter_mut())
+        .flatten()
     {
         default_container_requests(c);
     }
-    if gates.pod_level_resources && out.spec.resources.is_some() {
+    if gates.pod_level_resources && out.resources.is_some() {
         // The pod-level steps below read container resources only, which are
-        // final from here on, so one decode serves all three.
-        let containers = crate::boundary::pod::decode_pod(&out)?;
+        // final from here on, so one parse serves all three.
+        let containers = parsed(decoded, &out);
         default_hugepage_pod_limits(&mut out, &containers);
         default_pod_requests(&mut out, &containers);
         if gates.pod_level_resources_fix_update_defaulting {
@@ -53,21 +119,53 @@ pub fn default_pod(
         }
     }
     let patch = diff_pod(input, &out);
-    Ok(wit::DefaultedPod { pod: out, patch })
+    Defaulted { lists: out, patch }
 }
 
-fn round_list(list: &mut [ResourceQuantity]) {
-    for entry in list {
-        if let Ok(q) = Quantity::parse(&entry.quantity) {
+/// `pod` with its resource lists replaced by `lists` parsed: the pod the
+/// kubelet reads once the API server stored the defaulted one. `lists` are
+/// `pod`'s own after defaulting, so every entry parses and no name repeats
+/// (each came from `pod`'s validated lists or is a canonical quantity).
+pub fn parsed(pod: &Pod, lists: &PodResourceLists) -> Pod {
+    let mut out = pod.clone();
+    for (c, written) in out
+        .init_containers
+        .iter_mut()
+        .zip(&lists.init_containers)
+        .chain(out.containers.iter_mut().zip(&lists.containers))
+    {
+        c.resources = written.as_ref().map(parse_requirements).unwrap_or_default();
+    }
+    out.resources = lists.resources.as_ref().map(parse_requirements);
+    out.overhead = lists.overhead.as_ref().map(|l| parse_list(l));
+    out
+}
+
+fn parse_list(list: &[(String, String)]) -> ResourceMap {
+    list.iter()
+        .filter_map(|(name, text)| Some((name.clone(), Quantity::parse(text).ok()?)))
+        .collect()
+}
+
+fn parse_requirements(r: &WrittenRequirements) -> Requirements {
+    Requirements {
+        requests: r.requests.as_deref().map(parse_list),
+        limits: r.limits.as_deref().map(parse_list),
+    }
+}
+
+fn round_list(list: &mut [(String, String)]) {
+    for (_, text) in list {
+        if let Ok(q) = Quantity::parse(text) {
             let rounded = q.round_up_to_milli();
             if rounded.nanos() != q.nanos() {
-                entry.quantity = rounded.to_canonical_string();
+                *text = rounded.to_canonical_string();
             }
         }
     }
 }
 
-fn round_requirements(r: &mut Option<ResourceRequirements>) {
+fn round_requirements(r: &mut Option<WrittenRequirements>) {
     if let Some(r) = r {
         r.requests.iter_mut().for_each(|l| round_list(l));
         r.limits.iter_mut().for_each(|l| round_list(l));
@@ -75,49 +173,42 @@ fn round_requirements(r: &mut Option<ResourceRequirements>) {
 }
 
 /// `SetDefaults_ResourceList`: values round up to milli precision.
-fn round_all_to_milli(pod: &mut wit::Pod) {
-    for c in pod
-        .spec
+fn round_all_to_milli(lists: &mut PodResourceLists) {
+    for c in lists
         .containers
         .iter_mut()
-        .chain(pod.spec.init_containers.iter_mut())
+        .chain(lists.init_containers.iter_mut())
     {
-        round_requirements(&mut c.resources);
+        round_requirements(c);
     }
-    round_requirements(&mut pod.spec.resources);
-    pod.spec.overhead.iter_mut().for_each(|l| round_list(l));
+    round_requirements(&mut lists.resources);
+    lists.overhead.iter_mut().for_each(|l| round_list(l));
 }
 
-fn has(list: &[ResourceQuantity], name: &str) -> bool {
-    list.iter().any(|e| e.name == name)
+fn has(list: &[(String, String)], name: &str) -> bool {
+    list.iter().any(|(entry, _)| entry == name)
 }
 
 /// A container with limits gets requests for every limit it lacks a request for.
-fn default_container_requests(c: &mut wit::Container) {
-    let Some(resources) = c.resources.as_mut() else {
-        return;
-    };
+fn default_container_requests(resources: &mut WrittenRequirements) {
     let Some(limits) = resources.limits.as_ref() else {
         return;
     };
     let requests = resources.requests.get_or_insert_with(Vec::new);
     for limit in limits {
-        if !has(requests, &limit.name) {
+        if !has(requests, &limit.0) {
             requests.push(limit.clone());
         }
     }
 }
 
-fn push_quantity(list: &mut Vec<ResourceQuantity>, name: &str, q: &Quantity) {
-    list.push(ResourceQuantity {
-        name: name.to_string(),
-        quantity: q.to_canonical_string(),
-    });
+fn push_quantity(list: &mut WrittenQuantities, name: &str, q: &Quantity) {
+    list.push((name.to_string(), q.to_canonical_string()));
 }
 
-/// `containers`: the pod decoded after container defaulting (see `default_pod`).
-fn default_hugepage_pod_limits(pod: &mut wit::Pod, containers: &Pod) {
-    let resources = pod.spec.resources.as_mut().expect("checked by caller");
+/// `containers`: the pod parsed after container defaulting (see `default_pod`).
+fn default_hugepage_pod_limits(lists: &mut PodResourceLists, containers: &Pod) {
+    let resources = lists.resources.as_mut().expect("checked by caller");
     if resources.limits.as_ref().is_none_or(|l| l.is_empty())
         && resources.requests.as_ref().is_none_or(|l| l.is_empty())
     {
@@ -141,8 +232,8 @@ fn default_hugepage_pod_limits(pod: &mut wit::Pod, containers: &Pod) {
     }
 }
 
-fn default_pod_requests(pod: &mut wit::Pod, containers: &Pod) {
-    let resources = pod.spec.resources.as_mut().expect("checked by caller");
+fn default_pod_requests(lists: &mut PodResourceLists, containers: &Pod) {
+    let resources = lists.resources.as_mut().expect("checked by caller");
     let Some(limits) = resources.limits.clone().filter(|l| !l.is_empty()) else {
         return;
     };
@@ -158,7 +249,7 @@ fn default_pod_requests(pod: &mut wit::Pod, containers: &Pod) {
         }
     }
     for limit in &limits {
-        if !has(&requests, &limit.name) && is_supported_pod_level_resource(&limit.name) {
+        if !has(&requests, &limit.0) && is_supported_pod_level_resource(&limit.0) {
             requests.push(limit.clone());
         }
     }
@@ -174,12 +265,15 @@ fn all_containers_have_limit(pod: &Pod, name: &str) -> bool {
 
 /// Whether a pod-level list has a resource that may be set at pod level
 /// (`IsPodLevelLimitsSet` / `IsPodLevelRequestsSet` on the current spec).
-fn pod_level_set(list: Option<&Vec<ResourceQuantity>>) -> bool {
-    list.is_some_and(|l| l.iter().any(|e| is_supported_pod_level_resource(&e.name)))
+fn pod_level_set(list: Option<&WrittenQuantities>) -> bool {
+    list.is_some_and(|l| {
+        l.iter()
+            .any(|(name, _)| is_supported_pod_level_resource(name))
+    })
 }
 
-fn default_pod_limits(pod: &mut wit::Pod, containers: &Pod) {
-    let current = pod.spec.resources.as_ref();
+fn default_pod_limits(lists: &mut PodResourceLists, containers: &Pod) {
+    let current = lists.resources.as_ref();
     if pod_level_set(current.and_then(|r| r.limits.as_ref()))
         || !pod_level_set(current.and_then(|r| r.requests.as_ref()))
     {
@@ -187,10 +281,7 @@ fn default_pod_limits(pod: &mut wit::Pod, containers: &Pod) {
     }
     let aggregate =
         resources::aggregate_container_limits(containers, &resources::Options::default());
-    let resources = pod.spec.resources.get_or_insert(ResourceRequirements {
-        requests: None,
-        limits: None,
-    });
+    let resources = lists.resources.get_or_insert_with(Default::default);
     let mut limits = resources.limits.clone().unwrap_or_default();
     for (name, q) in &aggregate {
         if !has(&limits, name)
@@ -221,8 +312,8 @@ fn op(kind: PatchOp, path: String, value: PatchValue) -> PatchOperation {
 
 fn diff_list(
     base: &dyn fmt::Display,
-    before: Option<&Vec<ResourceQuantity>>,
-    after: Option<&Vec<ResourceQuantity>>,
+    before: Option<&WrittenQuantities>,
+    after: Option<&WrittenQuantities>,
     ops: &mut Vec<PatchOperation>,
 ) {
     match (before, after) {
@@ -234,18 +325,18 @@ fn diff_list(
         )),
         // Paths are formatted only for the entries that become operations.
         (Some(before), Some(after)) => {
-            for entry in after {
-                let path = || format!("{base}/{}", pointer_token(&entry.name));
-                match before.iter().find(|b| b.name == entry.name) {
+            for (name, quantity) in after {
+                let path = || format!("{base}/{}", pointer_token(name));
+                match before.iter().find(|(b, _)| b == name) {
                     None => ops.push(op(
                         PatchOp::Add,
                         path(),
-                        PatchValue::Quantity(entry.quantity.clone()),
+                        PatchValue::Quantity(quantity.clone()),
                     )),
-                    Some(b) if b.quantity != entry.quantity => ops.push(op(
+                    Some((_, b)) if b != quantity => ops.push(op(
                         PatchOp::Replace,
                         path(),
-                        PatchValue::Quantity(entry.quantity.clone()),
+                        PatchValue::Quantity(quantity.clone()),
                     )),
                     Some(_) => {}
                 }
@@ -256,8 +347,8 @@ fn diff_list(
 
 fn diff_requirements(
     base: &dyn fmt::Display,
-    before: Option<&ResourceRequirements>,
-    after: Option<&ResourceRequirements>,
+    before: Option<&WrittenRequirements>,
+    after: Option<&WrittenRequirements>,
     ops: &mut Vec<PatchOperation>,
 ) {
     match (before, after) {
@@ -289,39 +380,35 @@ fn diff_requirements(
 }
 
 /// The RFC 6902 patch from `before` to `after` (resources only change).
-pub fn diff_pod(before: &wit::Pod, after: &wit::Pod) -> Vec<PatchOperation> {
+pub fn diff_pod(before: &PodResourceLists, after: &PodResourceLists) -> Vec<PatchOperation> {
     let mut ops = Vec::new();
     for (field, b_list, a_list) in [
         (
             "initContainers",
-            &before.spec.init_containers,
-            &after.spec.init_containers,
+            &before.init_containers,
+            &after.init_containers,
         ),
-        (
-            "containers",
-            &before.spec.containers,
-            &after.spec.containers,
-        ),
+        ("containers", &before.containers, &after.containers),
     ] {
         for (i, (b, a)) in b_list.iter().zip(a_list.iter()).enumerate() {
             diff_requirements(
                 &format_args!("/spec/{field}/{i}/resources"),
-                b.resources.as_ref(),
-                a.resources.as_ref(),
+                b.as_ref(),
+                a.as_ref(),
                 &mut ops,
             );
         }
     }
     diff_list(
         &"/spec/overhead",
-        before.spec.overhead.as_ref(),
-        after.spec.overhead.as_ref(),
+        before.overhead.as_ref(),
+        after.overhead.as_ref(),
         &mut ops,
     );
     diff_requirements(
         &"/spec/resources",
-        before.spec.resources.as_ref(),
-        after.spec.resources.as_ref(),
+        before.resources.as_ref(),
+        after.resources.as_ref(),
         &mut ops,
     );
     ops

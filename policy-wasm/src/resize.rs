@@ -16,18 +16,105 @@
 //! the pod's limit when the pod value derives from its containers, and
 //! every single container within it when pod-level limits are explicit.
 
-use crate::boundary::cgroup::encode_files;
-use crate::boundary::pod::{decode_list, field_error};
 use crate::cgroup;
+use crate::cgroup_file::{CgroupFile, CgroupFileName, CgroupValue, CpuMaxValue};
 use crate::features::FeatureGates;
+use crate::field_error::{FieldError, FieldErrorType};
 use crate::model::{Container, ContainerKind, Pod, Requirements, ResourceMap};
 use crate::node::{CgroupVersion, NodeConfig};
 use crate::qos::{QosClass, compute_pod_qos, pod_qos};
 use crate::resources;
-use crate::wit::{
-    self, CgroupFile, CgroupFileName, CgroupValue, CpuMaxValue, ErrorReason, FieldError,
-    ResizeDecision, ResizeDirection, ResizePlan, ResizeResource, ResizeStep, ResizeStepKind,
-};
+
+/// What the node decides about a resize.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResizeDecision {
+    /// It fits and the plan applies it.
+    Accepted,
+    /// It fits the node's allocatable but not next to the other pods now.
+    Deferred,
+    /// It can never fit this node.
+    Infeasible,
+    /// The API would reject it.
+    Invalid,
+}
+
+/// What one resize step does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResizeStepKind {
+    /// Write `files` to the pod cgroup.
+    WritePod,
+    /// Write `files` to the container's cgroup.
+    WriteContainer,
+    /// Before a lowered memory.max: defer if usage is above the new limit.
+    CheckMemoryUsage,
+    /// The container's resize policy restarts it.
+    RestartContainer,
+    /// The container's exclusive CPUs are re-allocated.
+    ReallocateCpus,
+}
+
+/// Whether a step raises or lowers what it writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResizeDirection {
+    /// Raises.
+    Increase,
+    /// Lowers.
+    Decrease,
+    /// Neither (restarts, re-allocations).
+    Unchanged,
+}
+
+/// The resources an in-place resize changes ([`RESIZABLE`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResizeResource {
+    /// `cpu`.
+    Cpu,
+    /// `memory`.
+    Memory,
+}
+
+/// One ordered step of a resize plan.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResizeStep {
+    /// What to do.
+    pub kind: ResizeStepKind,
+    /// The container, for container steps; `None` for the pod cgroup.
+    pub container: Option<String>,
+    /// The resource the step changes.
+    pub resource: ResizeResource,
+    /// Raise or lower.
+    pub direction: ResizeDirection,
+    /// The files and values to write (write steps).
+    pub files: Vec<CgroupFile>,
+    /// The new memory limit (usage checks).
+    pub memory_limit_bytes: Option<u64>,
+    /// The new exclusive CPU count (re-allocations).
+    pub cpus: Option<u64>,
+}
+
+/// The decision and the ordered steps from the actuated to the desired resources.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResizePlan {
+    /// Accepted, Deferred, Infeasible or Invalid.
+    pub decision: ResizeDecision,
+    /// Why, for anything but Accepted.
+    pub message: String,
+    /// For Invalid: what the API server would reject, with field paths.
+    pub errors: Vec<FieldError>,
+    /// The pod's QoS class (an accepted resize keeps it).
+    pub qos_class: QosClass,
+    /// The steps in the order they must be applied; empty unless Accepted.
+    pub steps: Vec<ResizeStep>,
+}
+
+/// A field error without a bad value.
+fn field_error(
+    field: impl Into<String>,
+    error_type: FieldErrorType,
+    message: impl Into<String>,
+) -> FieldError {
+    FieldError::new(field, error_type, message, None)
+}
 
 /// Resources that may change in place.
 const RESIZABLE: [&str; 2] = ["cpu", "memory"];
@@ -64,7 +151,7 @@ fn removed(old: &ResourceMap, new: &ResourceMap) -> bool {
 }
 
 fn forbidden(field: impl Into<String>, message: &str) -> FieldError {
-    field_error(field, ErrorReason::Forbidden, message)
+    field_error(field, FieldErrorType::Forbidden, message)
 }
 
 /// Whether two containers differ outside cpu and memory
@@ -99,7 +186,7 @@ fn validate_api(current: &Pod, desired: &Pod, gates: &FeatureGates) -> Vec<Field
     if pod_qos(current, gates) != compute_pod_qos(desired, gates) {
         let mut e = field_error(
             "spec",
-            ErrorReason::Invalid,
+            FieldErrorType::Invalid,
             "Pod QOS Class may not change as a result of resizing",
         );
         e.bad_value = Some(desired.status.qos_class.clone().unwrap_or_default());
@@ -148,7 +235,11 @@ fn validate_api(current: &Pod, desired: &Pod, gates: &FeatureGates) -> Vec<Field
             && !desired.status.claims.is_empty()
             && let Some(message) = dra_not_covered(desired)
         {
-            errors.push(field_error("spec.resources", ErrorReason::Invalid, message));
+            errors.push(field_error(
+                "spec.resources",
+                FieldErrorType::Invalid,
+                message,
+            ));
         }
     }
 
@@ -347,7 +438,7 @@ fn validate_kubelet(current: &Pod, desired: &Pod, node: &NodeConfig) -> Vec<Fiel
             {
                 errors.push(field_error(
                     format!("{}.resources.requests[cpu]", new.path()),
-                    ErrorReason::Invalid,
+                    FieldErrorType::Invalid,
                     "only integral CPU values may be set for a container with exclusive CPUs (static CPU manager policy)",
                 ));
             }
@@ -629,42 +720,34 @@ struct ContainerFiles<'a> {
     after: Vec<CgroupFile>,
 }
 
-/// Plan an in-place resize.
+/// Plan an in-place resize of `current` (the actuated pod) to `desired`,
+/// next to `others` (the summed requests of the node's other pods).
+/// `desired_errors` is the desired pod's own API validation (its metadata,
+/// then its resources after defaulting), which `ValidatePodResize` runs
+/// before the resize rules (`validatePodMetadataAndSpec`).
 pub fn plan(
-    current: &wit::Pod,
-    desired: &wit::Pod,
-    others: &[wit::ResourceQuantity],
-    node: &wit::NodeSettings,
-) -> Result<ResizePlan, Vec<FieldError>> {
-    let node = crate::boundary::node::decode_node(node)?;
-    let mut errors = Vec::new();
-    let others = decode_list(others, "others", &mut errors);
-    let current_pod = crate::boundary::pod::decode_pod(current).map_err(|e| prefix(e, "current"));
-    let desired_pod = crate::boundary::pod::decode_pod(desired).map_err(|e| prefix(e, "desired"));
-    let (current_pod, desired_pod) = match (current_pod, desired_pod) {
-        (Ok(c), Ok(d)) if errors.is_empty() => (c, d),
-        (c, d) => {
-            errors.extend(c.err().into_iter().flatten());
-            errors.extend(d.err().into_iter().flatten());
-            return Err(errors);
-        }
-    };
+    current_pod: &Pod,
+    desired_pod: &Pod,
+    desired_errors: Vec<FieldError>,
+    others: &ResourceMap,
+    node: &NodeConfig,
+) -> ResizePlan {
     let gates = &node.gates;
-    let qos_class = compute_pod_qos(&current_pod, gates);
+    let qos_class = compute_pod_qos(current_pod, gates);
     let rejected = |decision, message: String, errors| ResizePlan {
         decision,
         message,
         errors,
-        qos_class: qos_class.into(),
+        qos_class,
         steps: Vec::new(),
     };
 
     // The desired pod must itself be valid (e.g. no container limit above a
     // pod-level limit, `resizePolicy` values), as `ValidatePodResize` runs
     // the spec validation first; then the resize rules themselves.
-    let mut problems = crate::boundary::evaluate::validate_written_pod(desired, &node);
-    problems.extend(validate_api(&current_pod, &desired_pod, gates));
-    problems.extend(validate_kubelet(&current_pod, &desired_pod, &node));
+    let mut problems = desired_errors;
+    problems.extend(validate_api(current_pod, desired_pod, gates));
+    problems.extend(validate_kubelet(current_pod, desired_pod, node));
     if !problems.is_empty() {
         let message = problems
             .iter()
@@ -677,33 +760,29 @@ pub fn plan(
             })
             .collect::<Vec<_>>()
             .join("; ");
-        return Ok(rejected(ResizeDecision::Invalid, message, problems));
+        return rejected(ResizeDecision::Invalid, message, problems);
     }
-    if let Some(error) = exceeds_node_allocatable(&desired_pod, &node) {
-        return Ok(rejected(
-            ResizeDecision::Invalid,
-            error.message.clone(),
-            vec![error],
-        ));
+    if let Some(error) = exceeds_node_allocatable(desired_pod, node) {
+        return rejected(ResizeDecision::Invalid, error.message.clone(), vec![error]);
     }
-    if let Some(message) = infeasible_with_managers(&current_pod, &node) {
-        return Ok(rejected(ResizeDecision::Infeasible, message, Vec::new()));
+    if let Some(message) = infeasible_with_managers(current_pod, node) {
+        return rejected(ResizeDecision::Infeasible, message, Vec::new());
     }
-    let (decision, message) = fit(&desired_pod, &others, &node);
+    let (decision, message) = fit(desired_pod, others, node);
     if decision != ResizeDecision::Accepted {
-        return Ok(rejected(decision, message, Vec::new()));
+        return rejected(decision, message, Vec::new());
     }
 
-    let old_pod_files = pod_files(&current_pod, &node, qos_class);
-    let new_pod_files = pod_files(&desired_pod, &node, qos_class);
+    let old_pod_files = pod_files(current_pod, node, qos_class);
+    let new_pod_files = pod_files(desired_pod, node, qos_class);
     let containers: Vec<ContainerFiles> = current_pod
         .init_and_regular()
         .zip(desired_pod.init_and_regular())
         .map(|(old, new)| ContainerFiles {
             old,
             new,
-            before: container_files(&current_pod, old, &node, qos_class),
-            after: container_files(&desired_pod, new, &node, qos_class),
+            before: container_files(current_pod, old, node, qos_class),
+            after: container_files(desired_pod, new, node, qos_class),
         })
         .collect();
 
@@ -713,12 +792,12 @@ pub fn plan(
     // changes; it gets no in-place writes.
     let restarts: Vec<Option<&'static str>> = containers
         .iter()
-        .map(|c| restart_for(&current_pod, c.old, &desired_pod, c.new))
+        .map(|c| restart_for(current_pod, c.old, desired_pod, c.new))
         .collect();
     // Memory QoS off on cgroup v2: a lowered or raised memory limit also
     // resets a memory.high left from when it was on (kubernetes PR 139377).
     let reset_memory_high =
-        node.cgroup_version == CgroupVersion::V2 && !crate::memory_qos::memory_qos_enforced(&node);
+        node.cgroup_version == CgroupVersion::V2 && !crate::memory_qos::memory_qos_enforced(node);
 
     let mut steps = Vec::new();
     for resource in ["memory", "cpu"] {
@@ -768,7 +847,7 @@ pub fn plan(
             );
             if resource == "cpu"
                 && node.cpu_manager_static
-                && exclusive_cpus(&desired_pod, c.new, gates)
+                && exclusive_cpus(desired_pod, c.new, gates)
             {
                 let mut realloc = step(
                     ResizeStepKind::ReallocateCpus,
@@ -809,13 +888,13 @@ pub fn plan(
             ));
         }
     }
-    Ok(ResizePlan {
+    ResizePlan {
         decision: ResizeDecision::Accepted,
         message: String::new(),
         errors: Vec::new(),
-        qos_class: qos_class.into(),
+        qos_class,
         steps,
-    })
+    }
 }
 
 /// What changes with a pending resize, for one container or the pod level.
@@ -963,26 +1042,10 @@ fn restart_for(
     })
 }
 
-fn prefix(errors: Vec<FieldError>, which: &str) -> Vec<FieldError> {
-    errors
-        .into_iter()
-        .map(|mut e| {
-            e.field = format!("{which}.{}", e.field);
-            e
-        })
-        .collect()
-}
-
 fn pod_files(pod: &Pod, node: &NodeConfig, qos: QosClass) -> Vec<CgroupFile> {
-    encode_files(cgroup::pod_cgroup_files(
-        &cgroup::pod_resource_config(pod, node, qos),
-        node,
-    ))
+    cgroup::pod_cgroup_files(&cgroup::pod_resource_config(pod, node, qos), node)
 }
 
 fn container_files(pod: &Pod, c: &Container, node: &NodeConfig, qos: QosClass) -> Vec<CgroupFile> {
-    encode_files(cgroup::container_cgroup_files(
-        &cgroup::container_resource_config(pod, c, node, qos),
-        node,
-    ))
+    cgroup::container_cgroup_files(&cgroup::container_resource_config(pod, c, node, qos), node)
 }

@@ -88,7 +88,7 @@ pub fn managers_active(node: &wit::NodeSettings) -> bool {
 /// Export `default-pod`.
 pub fn default_pod(pod: &wit::Pod, node: &wit::NodeSettings) -> Result<wit::DefaultedPod> {
     let node = super::node::decode_node(node)?;
-    crate::defaults::default_pod(pod, &node.gates)
+    super::defaults::default_pod(pod, &node.gates)
 }
 
 /// Export `validate-pod`.
@@ -101,26 +101,36 @@ pub fn validate_pod(pod: &wit::Pod, node: &wit::NodeSettings) -> Vec<FieldError>
 
 /// Validate a pod as the API server would (its name and namespace, then
 /// its resources after defaulting) and as the kubelet would admit it on
-/// `node`; `resize-plan` checks the desired pod with it too.
+/// `node`.
 pub(crate) fn validate_written_pod(input: &wit::Pod, node: &NodeConfig) -> Vec<FieldError> {
-    let mut errors = encode_errors(crate::object_meta::validate_object_meta(
+    match decode_pod(input) {
+        Ok(pod) => encode_errors(validate_decoded_pod(input, &pod, node)),
+        Err(decode_errors) => {
+            let mut errors = encode_errors(object_meta_errors(input));
+            errors.extend(decode_errors);
+            errors
+        }
+    }
+}
+
+fn object_meta_errors(input: &wit::Pod) -> Vec<crate::field_error::FieldError> {
+    crate::object_meta::validate_object_meta(
         &input.name,
         &input.namespace,
         input.spec.containers.len(),
-    ));
-    let defaulted = match crate::defaults::default_pod(input, &node.gates) {
-        Ok(defaulted) => defaulted.pod,
-        Err(defaulting_errors) => {
-            errors.extend(defaulting_errors);
-            return errors;
-        }
-    };
-    match decode_pod(&defaulted) {
-        Ok(pod) => errors.extend(encode_errors(crate::validation::validate_pod_resources(
-            &pod, node,
-        ))),
-        Err(decode_errors) => errors.extend(decode_errors),
-    }
+    )
+}
+
+/// [`validate_written_pod`] of `input`, which decodes to `pod`; the
+/// `resize` interface's `plan` checks its desired pod with it too.
+pub(crate) fn validate_decoded_pod(
+    input: &wit::Pod,
+    pod: &Pod,
+    node: &NodeConfig,
+) -> Vec<crate::field_error::FieldError> {
+    let mut errors = object_meta_errors(input);
+    let defaulted = super::defaults::defaulted_decoded_pod(input, pod, &node.gates);
+    errors.extend(crate::validation::validate_pod_resources(&defaulted, node));
     errors
 }
 
@@ -271,7 +281,7 @@ pub fn resize_plan(
     others: &[wit::ResourceQuantity],
     node: &wit::NodeSettings,
 ) -> Result<wit::ResizePlan> {
-    crate::resize::plan(current, desired, others, node)
+    super::resize::plan(current, desired, others, node)
 }
 
 /// Export `admit`: KEP-5526 admission by the topology, CPU and memory managers.

@@ -718,8 +718,8 @@ fn defaulted_managed_pod(
     gates: &FeatureGates,
     errors: &mut Vec<FieldError>,
 ) -> Option<ManagedPod> {
-    match crate::defaults::default_pod(pod, gates) {
-        Ok(defaulted) => decode_managed_pod(&defaulted.pod, gates)
+    match super::defaults::defaulted_pod(pod, gates) {
+        Ok(defaulted) => encode_result(managed_pod(&pod.uid, &defaulted, gates))
             .map_err(|e| errors.extend(e))
             .ok(),
         Err(e) => {

@@ -49,7 +49,7 @@ impl PreparedNode {
 
     /// `default-pod` of `pod` on this node.
     pub fn default_pod(&self, pod: &wit::Pod) -> Result<wit::DefaultedPod> {
-        crate::defaults::default_pod(pod, &self.node().gates)
+        super::defaults::default_pod(pod, &self.node().gates)
     }
 
     /// `evaluate` of `pod` on this node.
