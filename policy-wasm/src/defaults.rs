@@ -1,6 +1,6 @@
 //! API-server defaulting of container and pod-level resources
-//! (`SetDefaults_Pod` with KEP-2837), returned as the defaulted resource
-//! lists and the RFC 6902 patch that turns the input into them.
+//! (`SetDefaults_Pod` with KEP-2837) on the pod's resource lists, and the
+//! RFC 6902 patch from the input's lists to the defaulted ones.
 //!
 //! Order, as upstream: every quantity is rounded up to milli precision;
 //! container requests default to their limits; then, with PodLevelResources,
@@ -78,16 +78,6 @@ pub struct PatchOperation {
     pub value: PatchValue,
 }
 
-/// The result of defaulting: the lists as the API server stores them, and
-/// the patch from the input's lists to them.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Defaulted {
-    /// The defaulted lists.
-    pub lists: PodResourceLists,
-    /// The RFC 6902 patch from the input to `lists`.
-    pub patch: Vec<PatchOperation>,
-}
-
 /// Whether a resource may be overcommitted (requests below limits): every
 /// native resource except hugepages (upstream `IsOvercommitAllowed`).
 pub fn is_overcommit_allowed(name: &str) -> bool {
@@ -95,50 +85,47 @@ pub fn is_overcommit_allowed(name: &str) -> bool {
     native && !is_hugepages(name)
 }
 
-/// Default the resource lists `input` of the pod `decoded` (the same pod,
-/// parsed: every quantity of `input` is valid).
-pub fn default_pod(input: &PodResourceLists, decoded: &Pod, gates: &FeatureGates) -> Defaulted {
-    let mut out = input.clone();
-    round_all_to_milli(&mut out);
-    for c in out
+/// Default `lists`, the resource lists of the pod `decoded` (the same pod,
+/// parsed: every quantity of `lists` is valid), in place; [`diff_pod`] of
+/// the lists before and after is the patch.
+pub fn default_pod(lists: &mut PodResourceLists, decoded: &Pod, gates: &FeatureGates) {
+    round_all_to_milli(lists);
+    for c in lists
         .containers
         .iter_mut()
-        .chain(out.init_containers.iter_mut())
+        .chain(lists.init_containers.iter_mut())
         .flatten()
     {
         default_container_requests(c);
     }
-    if gates.pod_level_resources && out.resources.is_some() {
+    if gates.pod_level_resources && lists.resources.is_some() {
         // The pod-level steps below read container resources only, which are
         // final from here on, so one parse serves all three.
-        let containers = parsed(decoded, &out);
-        default_hugepage_pod_limits(&mut out, &containers);
-        default_pod_requests(&mut out, &containers);
+        let containers = parsed(decoded.clone(), lists);
+        default_hugepage_pod_limits(lists, &containers);
+        default_pod_requests(lists, &containers);
         if gates.pod_level_resources_fix_update_defaulting {
-            default_pod_limits(&mut out, &containers);
+            default_pod_limits(lists, &containers);
         }
     }
-    let patch = diff_pod(input, &out);
-    Defaulted { lists: out, patch }
 }
 
 /// `pod` with its resource lists replaced by `lists` parsed: the pod the
 /// kubelet reads once the API server stored the defaulted one. `lists` are
 /// `pod`'s own after defaulting, so every entry parses and no name repeats
 /// (each came from `pod`'s validated lists or is a canonical quantity).
-pub fn parsed(pod: &Pod, lists: &PodResourceLists) -> Pod {
-    let mut out = pod.clone();
-    for (c, written) in out
+pub fn parsed(mut pod: Pod, lists: &PodResourceLists) -> Pod {
+    for (c, written) in pod
         .init_containers
         .iter_mut()
         .zip(&lists.init_containers)
-        .chain(out.containers.iter_mut().zip(&lists.containers))
+        .chain(pod.containers.iter_mut().zip(&lists.containers))
     {
         c.resources = written.as_ref().map(parse_requirements).unwrap_or_default();
     }
-    out.resources = lists.resources.as_ref().map(parse_requirements);
-    out.overhead = lists.overhead.as_ref().map(|l| parse_list(l));
-    out
+    pod.resources = lists.resources.as_ref().map(parse_requirements);
+    pod.overhead = lists.overhead.as_ref().map(|l| parse_list(l));
+    pod
 }
 
 fn parse_list(list: &[(String, String)]) -> ResourceMap {

@@ -95,23 +95,27 @@ fn with_lists(pod: &wit::Pod, lists: PodResourceLists) -> wit::Pod {
 /// and its patch, or every bad quantity of `pod`.
 pub fn default_pod(pod: &wit::Pod, gates: &FeatureGates) -> Result<wit::DefaultedPod> {
     let decoded = decode_pod(pod)?;
-    let defaulted = defaults::default_pod(&written_lists(pod), &decoded, gates);
+    let input = written_lists(pod);
+    let mut lists = input.clone();
+    defaults::default_pod(&mut lists, &decoded, gates);
+    let patch = defaults::diff_pod(&input, &lists);
     Ok(wit::DefaultedPod {
-        pod: with_lists(pod, defaulted.lists),
-        patch: defaulted.patch.into_iter().map(Into::into).collect(),
+        pod: with_lists(pod, lists),
+        patch: patch.into_iter().map(Into::into).collect(),
     })
 }
 
 /// `pod` after the API server's defaulting, parsed: what validation and
 /// the managers read. The errors are `pod`'s bad quantities.
 pub fn defaulted_pod(pod: &wit::Pod, gates: &FeatureGates) -> Result<Pod> {
-    Ok(defaulted_decoded_pod(pod, &decode_pod(pod)?, gates))
+    Ok(defaulted_decoded_pod(pod, decode_pod(pod)?, gates))
 }
 
 /// [`defaulted_pod`] of `pod`, which decodes to `decoded`.
-pub fn defaulted_decoded_pod(pod: &wit::Pod, decoded: &Pod, gates: &FeatureGates) -> Pod {
-    let defaulted = defaults::default_pod(&written_lists(pod), decoded, gates);
-    defaults::parsed(decoded, &defaulted.lists)
+pub fn defaulted_decoded_pod(pod: &wit::Pod, decoded: Pod, gates: &FeatureGates) -> Pod {
+    let mut lists = written_lists(pod);
+    defaults::default_pod(&mut lists, &decoded, gates);
+    defaults::parsed(decoded, &lists)
 }
 
 #[cfg(test)]

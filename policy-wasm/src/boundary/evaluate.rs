@@ -104,7 +104,7 @@ pub fn validate_pod(pod: &wit::Pod, node: &wit::NodeSettings) -> Vec<FieldError>
 /// `node`.
 pub(crate) fn validate_written_pod(input: &wit::Pod, node: &NodeConfig) -> Vec<FieldError> {
     match decode_pod(input) {
-        Ok(pod) => encode_errors(validate_decoded_pod(input, &pod, node)),
+        Ok(pod) => encode_errors(validate_decoded_pod(input, pod, node)),
         Err(decode_errors) => {
             let mut errors = encode_errors(object_meta_errors(input));
             errors.extend(decode_errors);
@@ -125,7 +125,7 @@ fn object_meta_errors(input: &wit::Pod) -> Vec<crate::field_error::FieldError> {
 /// `resize` interface's `plan` checks its desired pod with it too.
 pub(crate) fn validate_decoded_pod(
     input: &wit::Pod,
-    pod: &Pod,
+    pod: Pod,
     node: &NodeConfig,
 ) -> Vec<crate::field_error::FieldError> {
     let mut errors = object_meta_errors(input);

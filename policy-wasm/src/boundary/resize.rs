@@ -110,6 +110,6 @@ pub fn plan(
             return Err(errors);
         }
     };
-    let desired_errors = super::evaluate::validate_decoded_pod(desired, &desired_pod, &node);
+    let desired_errors = super::evaluate::validate_decoded_pod(desired, desired_pod.clone(), &node);
     Ok(crate::resize::plan(&current_pod, &desired_pod, desired_errors, &others, &node).into())
 }
