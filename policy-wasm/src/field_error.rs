@@ -66,3 +66,12 @@ impl FieldError {
         )
     }
 }
+
+/// A field error of `error_type` at `field` that echoes no value.
+pub fn field_error(
+    field: impl Into<String>,
+    error_type: FieldErrorType,
+    message: impl Into<String>,
+) -> FieldError {
+    FieldError::new(field, error_type, message, None)
+}

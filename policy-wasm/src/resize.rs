@@ -19,7 +19,7 @@
 use crate::cgroup;
 use crate::cgroup_file::{CgroupFile, CgroupFileName, CgroupValue, CpuMaxValue};
 use crate::features::FeatureGates;
-use crate::field_error::{FieldError, FieldErrorType};
+use crate::field_error::{FieldError, FieldErrorType, field_error};
 use crate::model::{Container, ContainerKind, Pod, Requirements, ResourceMap};
 use crate::node::{CgroupVersion, NodeConfig};
 use crate::qos::{QosClass, compute_pod_qos, pod_qos};
@@ -105,15 +105,6 @@ pub struct ResizePlan {
     pub qos_class: QosClass,
     /// The steps in the order they must be applied; empty unless Accepted.
     pub steps: Vec<ResizeStep>,
-}
-
-/// A field error without a bad value.
-fn field_error(
-    field: impl Into<String>,
-    error_type: FieldErrorType,
-    message: impl Into<String>,
-) -> FieldError {
-    FieldError::new(field, error_type, message, None)
 }
 
 /// Resources that may change in place.

@@ -12,7 +12,7 @@ use crate::defaults::is_overcommit_allowed;
 use crate::features::FeatureGates;
 use std::fmt;
 
-use crate::field_error::{FieldError, FieldErrorType};
+use crate::field_error::{FieldError, FieldErrorType, field_error};
 use crate::model::{Container, ContainerKind, FieldPath, Pod, Requirements, ResourceMap};
 use crate::node::{CgroupVersion, NodeConfig};
 use crate::quantity::Quantity;
@@ -20,15 +20,6 @@ use crate::resources::{self, is_hugepages, is_supported_pod_level_resource};
 
 /// Resource names a container may use without a domain prefix.
 const STANDARD_CONTAINER_RESOURCES: &[&str] = &["cpu", "memory", "ephemeral-storage"];
-
-/// A field error without a bad value.
-fn field_error(
-    field: impl Into<String>,
-    error_type: FieldErrorType,
-    message: impl Into<String>,
-) -> FieldError {
-    FieldError::new(field, error_type, message, None)
-}
 
 fn invalid(field: String, value: &Quantity, message: String) -> FieldError {
     let mut e = field_error(field, FieldErrorType::Invalid, message);

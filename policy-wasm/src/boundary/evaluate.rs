@@ -275,14 +275,7 @@ pub(crate) fn encode_node_cgroups(
 }
 
 /// Export `resize-plan`.
-pub fn resize_plan(
-    current: &wit::Pod,
-    desired: &wit::Pod,
-    others: &[wit::ResourceQuantity],
-    node: &wit::NodeSettings,
-) -> Result<wit::ResizePlan> {
-    super::resize::plan(current, desired, others, node)
-}
+pub use super::resize::plan as resize_plan;
 
 /// Export `admit`: KEP-5526 admission by the topology, CPU and memory managers.
 pub fn admit(
