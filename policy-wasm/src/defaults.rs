@@ -34,7 +34,10 @@ pub struct WrittenRequirements {
     pub limits: Option<WrittenQuantities>,
 }
 
-/// Every resource list defaulting reads or writes, as written.
+/// Every resource list defaulting reads or writes, as written. Owned, as
+/// defaulting adds entries; [`crate::warnings::WrittenPod`] is the borrowed,
+/// read-only view the warnings take (of pods that do not decode too, and
+/// with the ephemeral containers, which defaulting leaves alone).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PodResourceLists {
     /// Each of `spec.initContainers`' `resources`, when set.

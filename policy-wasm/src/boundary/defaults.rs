@@ -13,31 +13,31 @@ use crate::wit;
 use super::Result;
 use super::pod::decode_pod;
 
-fn written_list(list: &[wit::ResourceQuantity]) -> WrittenQuantities {
+fn owned_list(list: &[wit::ResourceQuantity]) -> WrittenQuantities {
     list.iter()
         .map(|entry| (entry.name.clone(), entry.quantity.clone()))
         .collect()
 }
 
-fn written_requirements(r: &wit::ResourceRequirements) -> WrittenRequirements {
+fn owned_requirements(r: &wit::ResourceRequirements) -> WrittenRequirements {
     WrittenRequirements {
-        requests: r.requests.as_deref().map(written_list),
-        limits: r.limits.as_deref().map(written_list),
+        requests: r.requests.as_deref().map(owned_list),
+        limits: r.limits.as_deref().map(owned_list),
     }
 }
 
 /// The resource lists defaulting reads, as `pod` writes them.
-fn written_lists(pod: &wit::Pod) -> PodResourceLists {
+fn resource_lists(pod: &wit::Pod) -> PodResourceLists {
     let containers = |list: &[wit::Container]| {
         list.iter()
-            .map(|c| c.resources.as_ref().map(written_requirements))
+            .map(|c| c.resources.as_ref().map(owned_requirements))
             .collect()
     };
     PodResourceLists {
         init_containers: containers(&pod.spec.init_containers),
         containers: containers(&pod.spec.containers),
-        overhead: pod.spec.overhead.as_deref().map(written_list),
-        resources: pod.spec.resources.as_ref().map(written_requirements),
+        overhead: pod.spec.overhead.as_deref().map(owned_list),
+        resources: pod.spec.resources.as_ref().map(owned_requirements),
     }
 }
 
@@ -95,7 +95,7 @@ fn with_lists(pod: &wit::Pod, lists: PodResourceLists) -> wit::Pod {
 /// and its patch, or every bad quantity of `pod`.
 pub fn default_pod(pod: &wit::Pod, gates: &FeatureGates) -> Result<wit::DefaultedPod> {
     let decoded = decode_pod(pod)?;
-    let input = written_lists(pod);
+    let input = resource_lists(pod);
     let mut lists = input.clone();
     defaults::default_pod(&mut lists, &decoded, gates);
     let patch = defaults::diff_pod(&input, &lists);
@@ -113,7 +113,7 @@ pub fn defaulted_pod(pod: &wit::Pod, gates: &FeatureGates) -> Result<Pod> {
 
 /// [`defaulted_pod`] of `pod`, which decodes to `decoded`.
 pub fn defaulted_decoded_pod(pod: &wit::Pod, decoded: Pod, gates: &FeatureGates) -> Pod {
-    let mut lists = written_lists(pod);
+    let mut lists = resource_lists(pod);
     defaults::default_pod(&mut lists, &decoded, gates);
     defaults::parsed(decoded, &lists)
 }
