@@ -125,6 +125,10 @@ fn dirs(name: &str) -> Dirs {
 }
 
 fn start(d: &Dirs) -> Engine {
+    start_on(d, &workspace().join(STATIC_NODE))
+}
+
+fn start_on(d: &Dirs, node: &std::path::Path) -> Engine {
     // One loaded policy for every engine (each call still gets a fresh
     // instance); loading it is most of a debug-build start.
     static POLICY: std::sync::OnceLock<Arc<PolicyRuntime>> = std::sync::OnceLock::new();
@@ -138,7 +142,7 @@ fn start(d: &Dirs) -> Engine {
         .clone();
     Engine::start(
         EngineOptions {
-            node: podpolicy::node_input::read_node(&workspace().join(STATIC_NODE)).unwrap(),
+            node: podpolicy::node_input::read_node(node).unwrap(),
             state_dir: d.state.clone(),
             cgroup_root: d.cgroups.clone(),
             sysfs_root: workspace().join(SYSFS),
@@ -282,4 +286,71 @@ fn nri_a_crash_at_every_step_boundary_then_synchronize_leaks_nothing() {
             }
         }
     }
+}
+
+/// The record on disk: the container ids it lists (none when not written).
+fn recorded_ids(d: &Dirs) -> Option<BTreeSet<String>> {
+    let bytes = std::fs::read(d.state.join(STATE_FILE)).ok()?;
+    let state: NriState = serde_json::from_slice(&bytes).unwrap();
+    Some(
+        state
+            .pods
+            .values()
+            .flat_map(|p| p.containers.keys().cloned())
+            .collect(),
+    )
+}
+
+/// Without the resource managers the record holds only container names,
+/// which the runtime's Synchronize gives again: a CreateContainer answer
+/// does not wait for a commit, and after a crash that lost the record the
+/// restarted plugin's Synchronize answers every running container and
+/// writes the record listing exactly them; a removal writes what it forgot.
+#[test]
+fn nri_without_managers_a_create_does_not_commit_and_synchronize_rebuilds_the_record() {
+    let d = dirs("nri-no-managers");
+    let node = d.state.with_file_name("node.yaml");
+    std::fs::write(
+        &node,
+        "name: plain\ncgroupVersion: v2\ncapacity: {cpu: \"4\", memory: 8Gi}\n",
+    )
+    .unwrap();
+    let (g, s) = (workload("g", Some(2)), workload("s", None));
+    let mut engine = start_on(&d, &node);
+    assert!(engine.manager_state().is_none(), "no managers on this node");
+    for w in [&g, &s] {
+        let (adjust, updates, detail) = engine
+            .create_container(&w.sandbox, &w.container)
+            .expect("answered");
+        assert!(adjust.linux.is_some() && updates.is_empty(), "{detail}");
+    }
+    assert_eq!(engine.state().pods.len(), 2, "both recorded in memory");
+    assert_eq!(recorded_ids(&d), None, "a create commits nothing");
+    drop(engine);
+
+    let mut engine = start_on(&d, &node);
+    let (updates, detail) = engine
+        .synchronize(
+            &[g.sandbox.clone(), s.sandbox.clone()],
+            &[g.container.clone(), s.container.clone()],
+            Instant::now() + Duration::from_secs(60),
+        )
+        .expect("synchronized");
+    let answered: BTreeSet<&str> = updates.iter().map(|u| u.container_id.as_str()).collect();
+    assert_eq!(answered, BTreeSet::from(["c-g", "c-s"]), "{detail}");
+    assert_eq!(
+        recorded_ids(&d),
+        Some(BTreeSet::from(["c-g".to_string(), "c-s".to_string()])),
+        "Synchronize writes the record of what runs"
+    );
+
+    engine
+        .release_container(&s.sandbox, &s.container, true)
+        .unwrap();
+    engine.remove_pod_sandbox(&s.sandbox).unwrap();
+    assert_eq!(
+        recorded_ids(&d),
+        Some(BTreeSet::from(["c-g".to_string()])),
+        "a removal writes the record"
+    );
 }

@@ -917,8 +917,10 @@ fn nri_plugin_hot_swaps_a_broken_policy_for_a_good_one() {
 }
 
 /// The CreateContainer answer time as the stand-in runtime sees it (socket,
-/// mux, ttrpc, rebuild, four policy calls, state commit, pod cgroup files):
-/// p50 / p99 / max over 300 creates, each followed by its RemoveContainer.
+/// mux, ttrpc, rebuild, the policy calls, pod cgroup files), on a v2 node
+/// without resource managers: p50 / p99 / max over 300 creates, each
+/// followed by its RemoveContainer, printed with issue 22's target (p99 <=
+/// 1 ms) met or missed.
 /// `cargo test -p podpolicy --test e2e nri_create_latency -- --ignored --nocapture`
 /// (BENCHMARKS.md); `PODPOLICY_NRI_BIN` picks another binary (a release build).
 #[test]
@@ -927,34 +929,73 @@ fn nri_create_latency() {
     let dir = temp_dir("nri-latency");
     let node = dir.join("node.yaml");
     std::fs::write(&node, V2_NODE).unwrap();
+    let pod = sandbox("sbl", "web", "/kubepods/burstable", Some(BURSTABLE_POD));
+    create_latency(
+        "no managers",
+        &dir,
+        &["--node", node.to_str().unwrap()],
+        &pod,
+        resources(256, 50_000, 200 << 20),
+    );
+}
+
+/// The same with the static CPU and memory managers on the dual-socket
+/// fixture: every create places a Guaranteed container on 2 exclusive CPUs
+/// and commits the checkpoints and the record before answering; every
+/// RemoveContainer frees them.
+#[test]
+#[ignore = "a measurement: run it by name"]
+fn nri_create_latency_static_managers() {
+    let dir = temp_dir("nri-latency-static");
+    let root = workspace();
+    let node = root.join("fixtures/nodes/dual-socket-static.yaml");
+    let sysfs = root.join("fixtures/sysfs/topoDualSocketHT");
+    let pod = sandbox("sbg", "pinned", "/kubepods", Some(GUARANTEED_POD));
+    create_latency(
+        "static managers",
+        &dir,
+        &[
+            "--node",
+            node.to_str().unwrap(),
+            "--sysfs",
+            sysfs.to_str().unwrap(),
+        ],
+        &pod,
+        resources(2048, 200_000, 1 << 30),
+    );
+}
+
+/// 310 creates of container `app` in `pod` (the first 10 not counted), each
+/// removed after its answer; prints the runtime-side and the plugin-side
+/// (`elapsed_ms` of each logged `create_container`) percentiles.
+fn create_latency(
+    label: &str,
+    dir: &std::path::Path,
+    args: &[&str],
+    pod: &api::PodSandbox,
+    container_resources: api::LinuxResources,
+) {
     let rt = runtime();
-    let listener = rt.block_on(async { listen(&dir) });
-    let plugin = PluginProcess::start(&dir, &["--node", node.to_str().unwrap()]);
+    let listener = rt.block_on(async { listen(dir) });
+    let plugin = PluginProcess::start(dir, args);
     let mut times = rt.block_on(async {
         let session = Session::accept(&listener).await;
-        let pod = sandbox("sbl", "web", "/kubepods/burstable", Some(BURSTABLE_POD));
-        session.state_change(1, &pod, None).await;
+        session.state_change(1, pod, None).await;
         let mut times = Vec::new();
         for i in 0..310 {
-            let c = container(
-                &format!("cl{i}"),
-                "sbl",
-                "app",
-                resources(256, 50_000, 200 << 20),
-            );
-            let (resp, took) = session.create(&pod, &c).await;
-            assert!(resp.adjust.is_some());
+            let c = container(&format!("cl{i}"), &pod.id, "app", container_resources.clone());
+            let (resp, took) = session.create(pod, &c).await;
+            assert!(resp.adjust.is_some(), "create {i} answered");
             if i >= 10 {
                 times.push(took);
             }
-            session.state_change(11, &pod, Some(&c)).await;
+            session.state_change(11, pod, Some(&c)).await;
         }
         session.close().await;
         times
     });
-    // The plugin's own time per answer, from its log (`elapsed_ms` of each
-    // `create_container` event): the runtime-side time less the ttrpc
-    // round trip and the scheduling of both processes.
+    // The plugin's own time per answer, from its log: the runtime-side time
+    // less the ttrpc round trip and the scheduling of both processes.
     let log = plugin.stop();
     let mut plugin_ms: Vec<f64> = log
         .lines()
@@ -969,19 +1010,26 @@ fn nri_create_latency() {
     let at = |q: f64| times[((times.len() as f64 * q) as usize).min(times.len() - 1)];
     let plugin_at =
         |q: f64| plugin_ms[((plugin_ms.len() as f64 * q) as usize).min(plugin_ms.len() - 1)];
+    let p99 = at(0.99);
     println!(
-        "nri CreateContainer answer over {} creates: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms \
-         (runtime side); plugin side p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        "nri CreateContainer answer ({label}) over {} creates: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms \
+         (runtime side); plugin side p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; \
+         target p99 <= 1 ms: {}",
         times.len(),
         at(0.50).as_secs_f64() * 1e3,
-        at(0.99).as_secs_f64() * 1e3,
+        p99.as_secs_f64() * 1e3,
         times.last().unwrap().as_secs_f64() * 1e3,
         plugin_at(0.50),
         plugin_at(0.99),
-        plugin_ms.last().unwrap()
+        plugin_ms.last().unwrap(),
+        if p99 <= Duration::from_millis(1) {
+            "met"
+        } else {
+            "missed"
+        }
     );
     assert!(
-        at(0.99) < REQUEST_TIMEOUT / 2,
+        p99 < REQUEST_TIMEOUT / 2,
         "p99 within half the runtime's timeout"
     );
 }

@@ -602,8 +602,16 @@ impl Engine {
         entry.pod = pod_label(sandbox);
         entry.sandbox = sandbox.id.clone();
         entry.containers.insert(container.id.clone(), record);
-        self.commit()?;
-        crash_point("nri: state committed, not answered");
+        // With the managers active the record (what each container was
+        // placed on) is durable before the runtime hears the answer: after
+        // a crash, Synchronize releases from it what no running container
+        // explains. Without them it holds only names, which Synchronize
+        // learns again from the runtime, so the answer does not wait for the
+        // disk; the next removal or Synchronize writes the record.
+        if self.managers.is_some() {
+            self.commit()?;
+            crash_point("nri: state committed, not answered");
+        }
         Ok((resources, oom, eval, rebuilt))
     }
 
@@ -948,8 +956,10 @@ impl Engine {
                     resources.cpu.mut_or_insert_default().cpus = pool.clone();
                 }
             }
-            self.commit()?;
         }
+        // The record of every answered container (without the managers,
+        // the answers above did not commit it).
+        self.commit()?;
         Ok((
             updates.clone(),
             format!(
