@@ -983,7 +983,12 @@ fn create_latency(
         session.state_change(1, pod, None).await;
         let mut times = Vec::new();
         for i in 0..310 {
-            let c = container(&format!("cl{i}"), &pod.id, "app", container_resources.clone());
+            let c = container(
+                &format!("cl{i}"),
+                &pod.id,
+                "app",
+                container_resources.clone(),
+            );
             let (resp, took) = session.create(pod, &c).await;
             assert!(resp.adjust.is_some(), "create {i} answered");
             if i >= 10 {
