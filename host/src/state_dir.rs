@@ -175,10 +175,17 @@ impl StateDir {
     }
 
     fn finish(&self, intent: &Intent) -> Result<()> {
+        // The record is durable, so the renames need not be one by one: a
+        // crash before the directory's fsync below leaves the record, which
+        // the next lock replays. One fsync of the directory for all of them
+        // (each file's data is still synced before its rename: the record
+        // goes once they are all durable). Two fsyncs fewer than one
+        // durable replacement per file in the NRI plugin's three-file commit.
         for (name, text) in &intent.files {
-            write_atomically(&self.dir.join(name), text.as_bytes())?;
+            replace_file(&self.dir.join(name), text.as_bytes())?;
             crash_point(&format!("commit: {name} replaced"));
         }
+        sync_dir(&self.dir)?;
         let record = self.dir.join(INTENT_FILE);
         std::fs::remove_file(&record).with_context(|| format!("removing {}", record.display()))?;
         sync_dir(&self.dir)?;
@@ -267,10 +274,21 @@ fn sync_dir(dir: &Path) -> Result<()> {
 /// crash leaves the old or the new content, and at worst a temporary file
 /// that the next [`StateDir::lock`] removes.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
+    replace_file(path, bytes)?;
+    sync_dir(parent_dir(path))
+}
+
+fn parent_dir(path: &Path) -> &Path {
+    path.parent()
         .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+        .unwrap_or(Path::new("."))
+}
+
+/// [`write_atomically`] without the directory's fsync: the new content is
+/// durable in its file, but the rename is durable only once the caller
+/// syncs the directory.
+fn replace_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = parent_dir(path);
     let name = path
         .file_name()
         .context("state path has no file name")?
@@ -290,8 +308,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
             .with_context(|| format!("syncing {}", tmp.display()))?;
         crash_point(&format!("write: {name} synced, not renamed"));
         std::fs::rename(&tmp, path)
-            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
-        sync_dir(dir)
+            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
