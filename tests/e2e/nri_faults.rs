@@ -354,3 +354,37 @@ fn nri_without_managers_a_create_does_not_commit_and_synchronize_rebuilds_the_re
         "a removal writes the record"
     );
 }
+
+/// With the static managers, a commit writes only the files that changed:
+/// a shared-pool container changes the record, not the checkpoints (they
+/// keep their inode: not replaced), a Guaranteed one all three; and the
+/// restarted engine reads the state those commits left.
+#[test]
+fn nri_static_managers_a_shared_container_commits_only_the_record() {
+    use std::os::unix::fs::MetadataExt as _;
+    let d = dirs("nri-commit-subset");
+    let inode = |name: &str| std::fs::metadata(d.state.join(name)).unwrap().ino();
+    let checkpoints = ["cpu_manager_state", "memory_manager_state"];
+    let (g, s) = (workload("g", Some(2)), workload("s", None));
+    let mut engine = start(&d);
+    engine
+        .create_container(&g.sandbox, &g.container)
+        .expect("answered");
+    let after_g: Vec<u64> = checkpoints.iter().map(|n| inode(n)).collect();
+    let record_g = inode(STATE_FILE);
+    engine
+        .create_container(&s.sandbox, &s.container)
+        .expect("answered");
+    let after_s: Vec<u64> = checkpoints.iter().map(|n| inode(n)).collect();
+    assert_eq!(after_s, after_g, "the checkpoints are not rewritten");
+    assert_ne!(inode(STATE_FILE), record_g, "the record is");
+    assert_eq!(
+        recorded_ids(&d),
+        Some(BTreeSet::from(["c-g".to_string(), "c-s".to_string()]))
+    );
+    let state = engine.manager_state().cloned();
+    drop(engine);
+    let engine = start(&d);
+    assert_eq!(engine.manager_state().cloned(), state, "the state survives");
+    assert!(leftovers(&d.state).is_empty(), "{:?}", leftovers(&d.state));
+}

@@ -941,18 +941,41 @@ fn nri_create_latency() {
 
 /// The same with the static CPU and memory managers on the dual-socket
 /// fixture: every create places a Guaranteed container on 2 exclusive CPUs
-/// and commits the checkpoints and the record before answering; every
-/// RemoveContainer frees them.
+/// and commits the checkpoints and the record before answering (a
+/// three-file commit); every RemoveContainer frees them.
 #[test]
 #[ignore = "a measurement: run it by name"]
 fn nri_create_latency_static_managers() {
-    let dir = temp_dir("nri-latency-static");
+    let pod = sandbox("sbg", "pinned", "/kubepods", Some(GUARANTEED_POD));
+    static_node_latency(
+        "static managers, Guaranteed",
+        "nri-latency-static",
+        &pod,
+        resources(2048, 200_000, 1 << 30),
+    );
+}
+
+/// The static managers' node again, with a Burstable container: it runs on
+/// the shared pool, so only the record changes (a one-file commit).
+#[test]
+#[ignore = "a measurement: run it by name"]
+fn nri_create_latency_static_managers_shared_pool() {
+    let pod = sandbox("sbl", "web", "/kubepods/burstable", Some(BURSTABLE_POD));
+    static_node_latency(
+        "static managers, shared pool",
+        "nri-latency-static-shared",
+        &pod,
+        resources(256, 50_000, 200 << 20),
+    );
+}
+
+fn static_node_latency(label: &str, dir: &str, pod: &api::PodSandbox, r: api::LinuxResources) {
+    let dir = temp_dir(dir);
     let root = workspace();
     let node = root.join("fixtures/nodes/dual-socket-static.yaml");
     let sysfs = root.join("fixtures/sysfs/topoDualSocketHT");
-    let pod = sandbox("sbg", "pinned", "/kubepods", Some(GUARANTEED_POD));
     create_latency(
-        "static managers",
+        label,
         &dir,
         &[
             "--node",
@@ -960,8 +983,8 @@ fn nri_create_latency_static_managers() {
             "--sysfs",
             sysfs.to_str().unwrap(),
         ],
-        &pod,
-        resources(2048, 200_000, 1 << 30),
+        pod,
+        r,
     );
 }
 

@@ -478,19 +478,34 @@ impl Engine {
         updates
     }
 
-    /// Commit the record and the checkpoints as one step (nothing when
-    /// neither changed).
+    /// Commit the record and the checkpoints as one step: only the files
+    /// that changed since the last commit (a file left out already holds
+    /// its new content), nothing when none did. A shared-pool container on
+    /// a node with the static managers changes only the record: one
+    /// atomic rename, not a three-file commit with its intent record.
     fn commit(&mut self) -> Result<()> {
         let mut files = vec![(STATE_FILE, serde_json::to_vec_pretty(&self.state)?)];
         if let Some(managers) = &self.managers {
             files.extend(checkpoint::files(&managers.state)?);
         }
-        if self.committed.as_ref() == Some(&files) {
+        let changed: Vec<(&str, Vec<u8>)> = match &self.committed {
+            Some(before) => files
+                .iter()
+                .filter(|file| !before.contains(file))
+                .cloned()
+                .collect(),
+            None => files.clone(),
+        };
+        if changed.is_empty() {
             return Ok(());
         }
-        self.state_dir
-            .commit(&files)
-            .context("committing the NRI state and the manager checkpoints")?;
+        if let Err(e) = self.state_dir.commit(&changed) {
+            // What the failed commit left on disk is not known (it may be
+            // an intent record the next lock would replay): the next
+            // commit writes every file again.
+            self.committed = None;
+            return Err(e.context("committing the NRI state and the manager checkpoints"));
+        }
         self.committed = Some(files);
         Ok(())
     }
