@@ -355,33 +355,52 @@ fn nri_without_managers_a_create_does_not_commit_and_synchronize_rebuilds_the_re
     );
 }
 
-/// With the static managers, a commit writes only the files that changed:
-/// a shared-pool container changes the record, not the checkpoints (they
-/// keep their inode: not replaced), a Guaranteed one all three; and the
-/// restarted engine reads the state those commits left.
+/// With the static managers, a shared-pool container's create changes no
+/// manager state and commits nothing (its record is given again by
+/// Synchronize); a commit writes only the files that changed: removing
+/// such a pod rewrites the record, not the checkpoints (they keep their
+/// inode: not replaced), a Guaranteed create all three; the restarted
+/// engine reads the state those commits left.
 #[test]
 fn nri_static_managers_a_shared_container_commits_only_the_record() {
     use std::os::unix::fs::MetadataExt as _;
     let d = dirs("nri-commit-subset");
     let inode = |name: &str| std::fs::metadata(d.state.join(name)).unwrap().ino();
-    let checkpoints = ["cpu_manager_state", "memory_manager_state"];
-    let (g, s) = (workload("g", Some(2)), workload("s", None));
+    let files = ["cpu_manager_state", "memory_manager_state", STATE_FILE];
+    let inodes = || files.map(inode);
+    let [g, s, t] = [("g", Some(2)), ("s", None), ("t", None)].map(|(n, c)| workload(n, c));
     let mut engine = start(&d);
     engine
         .create_container(&g.sandbox, &g.container)
         .expect("answered");
-    let after_g: Vec<u64> = checkpoints.iter().map(|n| inode(n)).collect();
-    let record_g = inode(STATE_FILE);
+    let after_g = inodes();
+    assert_eq!(recorded_ids(&d), Some(BTreeSet::from(["c-g".to_string()])));
+    for w in [&s, &t] {
+        let (adjust, _, detail) = engine
+            .create_container(&w.sandbox, &w.container)
+            .expect("answered");
+        let cpus = adjust.linux.unwrap().resources.unwrap().cpu.unwrap().cpus;
+        assert!(!cpus.is_empty(), "on the shared pool: {detail}");
+    }
+    assert_eq!(inodes(), after_g, "a shared-pool create commits nothing");
+    assert_eq!(engine.state().pods.len(), 3, "recorded in memory");
+
     engine
-        .create_container(&s.sandbox, &s.container)
-        .expect("answered");
-    let after_s: Vec<u64> = checkpoints.iter().map(|n| inode(n)).collect();
-    assert_eq!(after_s, after_g, "the checkpoints are not rewritten");
-    assert_ne!(inode(STATE_FILE), record_g, "the record is");
+        .release_container(&s.sandbox, &s.container, true)
+        .unwrap();
+    engine.remove_pod_sandbox(&s.sandbox).unwrap();
+    let after_removal = inodes();
+    assert_eq!(
+        after_removal[..2],
+        after_g[..2],
+        "checkpoints not rewritten"
+    );
+    // The record is (its inode may be reused by the second replacement).
     assert_eq!(
         recorded_ids(&d),
-        Some(BTreeSet::from(["c-g".to_string(), "c-s".to_string()]))
+        Some(BTreeSet::from(["c-g".to_string(), "c-t".to_string()]))
     );
+
     let state = engine.manager_state().cloned();
     drop(engine);
     let engine = start(&d);

@@ -133,6 +133,8 @@ pub struct Engine {
     containers: HashMap<String, (u64, api::Container)>,
     seq: u64,
     committed: Option<Vec<(&'static str, Vec<u8>)>>,
+    /// An admission changed the managers' state since the last commit.
+    checkpoints_changed: bool,
 }
 
 fn qos_name(qos: QosClass) -> &'static str {
@@ -305,6 +307,7 @@ impl Engine {
             containers: HashMap::new(),
             seq: 0,
             committed: None,
+            checkpoints_changed: false,
         })
     }
 
@@ -419,7 +422,10 @@ impl Engine {
         }
         // The host's sanity checks on every cpuset before the state is kept.
         crate::admit::cpuset_values(&admission, pod, qos, &node, &managers.topology)?;
-        managers.state = admission.state.clone();
+        if managers.state != admission.state {
+            managers.state = admission.state.clone();
+            self.checkpoints_changed = true;
+        }
         let shared = admission
             .assignment
             .containers
@@ -507,6 +513,7 @@ impl Engine {
             return Err(e.context("committing the NRI state and the manager checkpoints"));
         }
         self.committed = Some(files);
+        self.checkpoints_changed = false;
         Ok(())
     }
 
@@ -617,13 +624,17 @@ impl Engine {
         entry.pod = pod_label(sandbox);
         entry.sandbox = sandbox.id.clone();
         entry.containers.insert(container.id.clone(), record);
-        // With the managers active the record (what each container was
-        // placed on) is durable before the runtime hears the answer: after
-        // a crash, Synchronize releases from it what no running container
-        // explains. Without them it holds only names, which Synchronize
-        // learns again from the runtime, so the answer does not wait for the
-        // disk; the next removal or Synchronize writes the record.
-        if self.managers.is_some() {
+        // When the managers' state changed (CPUs or memory were assigned),
+        // it is durable, with the record of where the container was
+        // placed, before the runtime hears the answer: after a crash,
+        // Synchronize releases from them what no running container
+        // explains. Otherwise the record changed alone (a name, a
+        // shared-pool container), and Synchronize gives all of it again
+        // after a crash (the runtime's containers, each placed again by an
+        // admission that changes nothing): the answer does not wait for the
+        // disk, and the next commit (a removal, a placement, Synchronize)
+        // writes the record.
+        if std::mem::take(&mut self.checkpoints_changed) {
             self.commit()?;
             crash_point("nri: state committed, not answered");
         }
