@@ -926,17 +926,7 @@ fn nri_plugin_hot_swaps_a_broken_policy_for_a_good_one() {
 #[test]
 #[ignore = "a measurement: run it by name"]
 fn nri_create_latency() {
-    let dir = temp_dir("nri-latency");
-    let node = dir.join("node.yaml");
-    std::fs::write(&node, V2_NODE).unwrap();
-    let pod = sandbox("sbl", "web", "/kubepods/burstable", Some(BURSTABLE_POD));
-    create_latency(
-        "no managers",
-        &dir,
-        &["--node", node.to_str().unwrap()],
-        &pod,
-        resources(256, 50_000, 200 << 20),
-    );
+    create_latency(LatencyNode::NoManagers, false);
 }
 
 /// The same with the static CPU and memory managers on the dual-socket
@@ -946,61 +936,70 @@ fn nri_create_latency() {
 #[test]
 #[ignore = "a measurement: run it by name"]
 fn nri_create_latency_static_managers() {
-    let pod = sandbox("sbg", "pinned", "/kubepods", Some(GUARANTEED_POD));
-    static_node_latency(
-        "static managers, Guaranteed",
-        "nri-latency-static",
-        &pod,
-        resources(2048, 200_000, 1 << 30),
-    );
+    create_latency(LatencyNode::StaticManagers, true);
 }
 
 /// The static managers' node again, with a Burstable container: it runs on
-/// the shared pool, so only the record changes (a one-file commit).
+/// the shared pool, so only the record changes, and nothing is committed
+/// before the answer.
 #[test]
 #[ignore = "a measurement: run it by name"]
 fn nri_create_latency_static_managers_shared_pool() {
-    let pod = sandbox("sbl", "web", "/kubepods/burstable", Some(BURSTABLE_POD));
-    static_node_latency(
-        "static managers, shared pool",
-        "nri-latency-static-shared",
-        &pod,
-        resources(256, 50_000, 200 << 20),
-    );
+    create_latency(LatencyNode::StaticManagers, false);
 }
 
-fn static_node_latency(label: &str, dir: &str, pod: &api::PodSandbox, r: api::LinuxResources) {
-    let dir = temp_dir(dir);
+/// The node of a latency run.
+#[derive(Clone, Copy, Debug)]
+enum LatencyNode {
+    /// `V2_NODE`: cgroup v2, no resource managers.
+    NoManagers,
+    /// The dual-socket fixture with the static CPU and memory managers.
+    StaticManagers,
+}
+
+/// 310 creates of container `app` (Guaranteed with 2 CPUs, or Burstable)
+/// on `node` (the first 10 not counted), each removed after its answer;
+/// prints the runtime-side and the plugin-side (`elapsed_ms` of each logged
+/// `create_container`) percentiles.
+fn create_latency(node: LatencyNode, guaranteed: bool) {
+    let dir = temp_dir(&format!("nri-latency-{node:?}-{guaranteed}"));
     let root = workspace();
-    let node = root.join("fixtures/nodes/dual-socket-static.yaml");
+    let v2_node = dir.join("node.yaml");
+    std::fs::write(&v2_node, V2_NODE).unwrap();
+    let static_node = root.join("fixtures/nodes/dual-socket-static.yaml");
     let sysfs = root.join("fixtures/sysfs/topoDualSocketHT");
-    create_latency(
-        label,
-        &dir,
-        &[
+    let args: Vec<&str> = match node {
+        LatencyNode::NoManagers => vec!["--node", v2_node.to_str().unwrap()],
+        LatencyNode::StaticManagers => vec![
             "--node",
-            node.to_str().unwrap(),
+            static_node.to_str().unwrap(),
             "--sysfs",
             sysfs.to_str().unwrap(),
         ],
-        pod,
-        r,
+    };
+    let (pod, container_resources) = if guaranteed {
+        (
+            sandbox("sbg", "pinned", "/kubepods", Some(GUARANTEED_POD)),
+            resources(2048, 200_000, 1 << 30),
+        )
+    } else {
+        (
+            sandbox("sbl", "web", "/kubepods/burstable", Some(BURSTABLE_POD)),
+            resources(256, 50_000, 200 << 20),
+        )
+    };
+    let label = format!(
+        "{node:?}, {}",
+        if guaranteed {
+            "Guaranteed"
+        } else {
+            "Burstable"
+        }
     );
-}
-
-/// 310 creates of container `app` in `pod` (the first 10 not counted), each
-/// removed after its answer; prints the runtime-side and the plugin-side
-/// (`elapsed_ms` of each logged `create_container`) percentiles.
-fn create_latency(
-    label: &str,
-    dir: &std::path::Path,
-    args: &[&str],
-    pod: &api::PodSandbox,
-    container_resources: api::LinuxResources,
-) {
+    let (dir, pod) = (dir.as_path(), &pod);
     let rt = runtime();
     let listener = rt.block_on(async { listen(dir) });
-    let plugin = PluginProcess::start(dir, args);
+    let plugin = PluginProcess::start(dir, &args);
     let mut times = rt.block_on(async {
         let session = Session::accept(&listener).await;
         session.state_change(1, pod, None).await;
