@@ -508,8 +508,9 @@ impl Engine {
         if let Err(e) = self.state_dir.commit(&changed) {
             // What the failed commit left on disk is not known (it may be
             // an intent record the next lock would replay): the next
-            // commit writes every file again.
+            // answer commits, and writes every file again.
             self.committed = None;
+            self.checkpoints_changed = true;
             return Err(e.context("committing the NRI state and the manager checkpoints"));
         }
         self.committed = Some(files);
