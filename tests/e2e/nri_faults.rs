@@ -8,7 +8,7 @@
 //! file is left.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -198,15 +198,12 @@ fn assert_recovered(d: &Dirs, live: &[&Workload], context: &str) {
         "{context}: checkpoint"
     );
     assert_no_double_assignment(&d.state, context);
-    let state: NriState =
-        serde_json::from_slice(&std::fs::read(d.state.join(STATE_FILE)).unwrap()).unwrap();
-    let recorded: BTreeSet<String> = state
-        .pods
-        .values()
-        .flat_map(|p| p.containers.keys().cloned())
-        .collect();
     let want: BTreeSet<String> = live.iter().map(|w| w.container.id.clone()).collect();
-    assert_eq!(recorded, want, "{context}: the plugin's record");
+    assert_eq!(
+        recorded_ids(&d.state),
+        Some(want),
+        "{context}: the plugin's record"
+    );
     // The shared container's cpuset is the pool: every CPU no live
     // exclusive container holds, minus the reserved ones.
     let held: BTreeSet<u32> = cpu_assignments(&d.state)
@@ -288,9 +285,10 @@ fn nri_a_crash_at_every_step_boundary_then_synchronize_leaks_nothing() {
     }
 }
 
-/// The record on disk: the container ids it lists (none when not written).
-fn recorded_ids(d: &Dirs) -> Option<BTreeSet<String>> {
-    let bytes = std::fs::read(d.state.join(STATE_FILE)).ok()?;
+/// The plugin's record in the state directory `state`: the container ids
+/// it lists (`None` when it was not written).
+pub(crate) fn recorded_ids(state: &Path) -> Option<BTreeSet<String>> {
+    let bytes = std::fs::read(state.join(STATE_FILE)).ok()?;
     let state: NriState = serde_json::from_slice(&bytes).unwrap();
     Some(
         state
@@ -325,7 +323,7 @@ fn nri_without_managers_a_create_does_not_commit_and_synchronize_rebuilds_the_re
         assert!(adjust.linux.is_some() && updates.is_empty(), "{detail}");
     }
     assert_eq!(engine.state().pods.len(), 2, "both recorded in memory");
-    assert_eq!(recorded_ids(&d), None, "a create commits nothing");
+    assert_eq!(recorded_ids(&d.state), None, "a create commits nothing");
     drop(engine);
 
     let mut engine = start_on(&d, &node);
@@ -339,7 +337,7 @@ fn nri_without_managers_a_create_does_not_commit_and_synchronize_rebuilds_the_re
     let answered: BTreeSet<&str> = updates.iter().map(|u| u.container_id.as_str()).collect();
     assert_eq!(answered, BTreeSet::from(["c-g", "c-s"]), "{detail}");
     assert_eq!(
-        recorded_ids(&d),
+        recorded_ids(&d.state),
         Some(BTreeSet::from(["c-g".to_string(), "c-s".to_string()])),
         "Synchronize writes the record of what runs"
     );
@@ -349,7 +347,7 @@ fn nri_without_managers_a_create_does_not_commit_and_synchronize_rebuilds_the_re
         .unwrap();
     engine.remove_pod_sandbox(&s.sandbox).unwrap();
     assert_eq!(
-        recorded_ids(&d),
+        recorded_ids(&d.state),
         Some(BTreeSet::from(["c-g".to_string()])),
         "a removal writes the record"
     );
@@ -374,7 +372,10 @@ fn nri_static_managers_a_shared_container_commits_only_the_record() {
         .create_container(&g.sandbox, &g.container)
         .expect("answered");
     let after_g = inodes();
-    assert_eq!(recorded_ids(&d), Some(BTreeSet::from(["c-g".to_string()])));
+    assert_eq!(
+        recorded_ids(&d.state),
+        Some(BTreeSet::from(["c-g".to_string()]))
+    );
     for w in [&s, &t] {
         let (adjust, _, detail) = engine
             .create_container(&w.sandbox, &w.container)
@@ -397,7 +398,7 @@ fn nri_static_managers_a_shared_container_commits_only_the_record() {
     );
     // The record is (its inode may be reused by the second replacement).
     assert_eq!(
-        recorded_ids(&d),
+        recorded_ids(&d.state),
         Some(BTreeSet::from(["c-g".to_string(), "c-t".to_string()]))
     );
 
