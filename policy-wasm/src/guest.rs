@@ -5,13 +5,25 @@
 //! file.
 
 use crate::boundary;
+use crate::call_arena::CallArena;
 use crate::wit::*;
 
-// talc rather than std's dlmalloc: a policy call is a burst of small
-// allocations, and talc takes far fewer wasm instructions per malloc/free
-// (BENCHMARKS.md, "Guest allocator"). The component is single-threaded.
+// A policy call is a burst of small allocations, nearly all freed by the
+// end of the call (its post-return included): they come from a bump arena
+// that is reset when the last of them is freed (`call_arena`). What
+// outlives a call (the shims below that keep state run inside
+// `ALLOCATOR.retaining`), and whatever does not fit the arena, comes from
+// talc, which takes far fewer wasm instructions per malloc/free than std's
+// dlmalloc (BENCHMARKS.md, "Guest allocator"). The component is
+// single-threaded.
 #[global_allocator]
-static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
+static ALLOCATOR: CallArena<talc::wasm::WasmDynamicTalc> =
+    CallArena::new(talc::wasm::new_wasm_dynamic_allocator(), CALL_ARENA_BYTES);
+
+/// The arena's size: what the largest calls the benches make allocate
+/// (a 20-container evaluation, a 256-CPU admission) fits in it with room;
+/// a larger call spills to talc, still correct.
+const CALL_ARENA_BYTES: usize = 1 << 20;
 
 struct PodPolicy;
 
@@ -132,7 +144,8 @@ impl exported::prepared::Guest for PodPolicy {
 
 impl exported::prepared::GuestNodeCgroupsSum for NodeCgroupsSumResource {
     fn add_pod(&self, pod: Pod) -> Result<(), Vec<FieldError>> {
-        self.0.borrow_mut().add_pod(&pod)
+        // The running sum keeps what it learns from each pod.
+        ALLOCATOR.retaining(|| self.0.borrow_mut().add_pod(&pod))
     }
     fn node_cgroups(&self) -> NodeCgroups {
         self.0.borrow().node_cgroups()
@@ -144,8 +157,12 @@ impl exported::prepared::GuestPreparedNode for PreparedNodeResource {
         node: NodeSettings,
         topology: Option<NodeTopology>,
     ) -> Result<exported::prepared::PreparedNode, Vec<FieldError>> {
-        crate::prepared::PreparedNode::prepare(&node, topology.as_ref())
-            .map(|prepared| exported::prepared::PreparedNode::new(PreparedNodeResource(prepared)))
+        // The prepared node outlives the call.
+        ALLOCATOR.retaining(|| {
+            crate::prepared::PreparedNode::prepare(&node, topology.as_ref()).map(|prepared| {
+                exported::prepared::PreparedNode::new(PreparedNodeResource(prepared))
+            })
+        })
     }
     fn validate_pod(&self, pod: Pod) -> Vec<FieldError> {
         self.0.validate_pod(&pod)
@@ -168,9 +185,12 @@ impl exported::prepared::GuestPreparedNode for PreparedNodeResource {
         self.0.release(&pod_uid, &container, &state)
     }
     fn node_cgroups_sum(&self) -> exported::prepared::NodeCgroupsSum {
-        exported::prepared::NodeCgroupsSum::new(NodeCgroupsSumResource(core::cell::RefCell::new(
-            self.0.node_cgroups_sum(),
-        )))
+        // The running sum outlives the call.
+        ALLOCATOR.retaining(|| {
+            exported::prepared::NodeCgroupsSum::new(NodeCgroupsSumResource(
+                core::cell::RefCell::new(self.0.node_cgroups_sum()),
+            ))
+        })
     }
 }
 

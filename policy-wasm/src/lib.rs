@@ -294,6 +294,11 @@ pub mod validation;
 pub mod warnings;
 pub mod why;
 
+// The component's allocator (a bump arena per call); built natively for its tests.
+#[cfg(any(target_arch = "wasm32", test))]
+#[allow(unsafe_code)]
+mod call_arena;
+
 // The export glue wit-bindgen generates is unsafe by nature; it stays in the shim.
 #[cfg(target_arch = "wasm32")]
 #[allow(unsafe_code)]
