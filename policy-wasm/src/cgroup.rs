@@ -16,7 +16,7 @@ use crate::cgroup_file::{CgroupFile, CgroupFileName, CgroupValue, CpuMaxValue};
 use crate::model::{Container, ContainerKind, Pod, ResourceMap};
 use crate::node::{CgroupVersion, CpuWeightCurve, NodeConfig};
 use crate::qos::QosClass;
-use crate::quantity::Quantity;
+use crate::quantity::{Quantity, mul_div};
 use crate::resources::{self, pod_level_resources_set};
 
 // Memory QoS's switch and its memory.min / memory.low choice live in
@@ -66,8 +66,12 @@ pub fn milli_cpu_to_shares(milli_cpu: i64) -> u64 {
     if milli_cpu <= 0 {
         return MIN_SHARES;
     }
-    let shares = (milli_cpu as i128 * SHARES_PER_CPU as i128) / MILLI_CPU_TO_CPU as i128;
-    shares.clamp(MIN_SHARES as i128, MAX_SHARES as i128) as u64
+    let shares = mul_div(
+        milli_cpu.into(),
+        SHARES_PER_CPU.into(),
+        MILLI_CPU_TO_CPU.into(),
+    );
+    shares.clamp(MIN_SHARES.into(), MAX_SHARES.into()) as u64
 }
 
 /// `MilliCPUToQuota`: 0 -> 0 (no quota), else m * period / 1000, at least 1000 us.
@@ -75,8 +79,8 @@ pub fn milli_cpu_to_quota(milli_cpu: i64, period_us: u64) -> i64 {
     if milli_cpu == 0 {
         return 0;
     }
-    let quota = (milli_cpu as i128 * period_us as i128) / MILLI_CPU_TO_CPU as i128;
-    quota.clamp(MIN_QUOTA_PERIOD as i128, i64::MAX as i128) as i64
+    let quota = mul_div(milli_cpu.into(), period_us.into(), MILLI_CPU_TO_CPU.into());
+    quota.clamp(MIN_QUOTA_PERIOD.into(), i64::MAX.into()) as i64
 }
 
 /// `SharesToMilliCPU`: ceil(shares * 1000 / 1024) for shares >= 2, else 0.
@@ -93,7 +97,7 @@ pub fn quota_to_milli_cpu(quota: i64, period_us: i64) -> i64 {
     if quota == -1 || period_us == 0 {
         return 0;
     }
-    ((quota as i128 * MILLI_CPU_TO_CPU as i128) / period_us as i128) as i64
+    mul_div(quota.into(), MILLI_CPU_TO_CPU.into(), period_us.into()) as i64
 }
 
 /// Kubelet's linear shares -> cgroup v2 weight: `1 + (shares - 2) * 9999 / 262142`.

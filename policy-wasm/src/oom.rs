@@ -96,7 +96,7 @@ fn remaining_pod_memory_per_container(pod: &Pod, gates: &FeatureGates) -> i128 {
 }
 
 fn burstable_score(request: i128, memory_capacity: i128) -> i128 {
-    1000 - (1000 * request) / memory_capacity
+    1000 - crate::quantity::mul_div(1000, request, memory_capacity)
 }
 
 /// `oom_score_adj` for `container` of `pod` on a node with `memory_capacity` bytes.

@@ -13,6 +13,7 @@ use core::str::FromStr;
 
 /// Nano-units per whole unit.
 const NANOS_PER_UNIT: i128 = 1_000_000_000;
+const NANOS_PER_UNIT_I64: i64 = 1_000_000_000;
 /// Largest allowed magnitude in whole units: 2^63-1.
 const MAX_UNITS: i128 = i64::MAX as i128;
 /// Largest allowed magnitude in nano-units.
@@ -117,11 +118,14 @@ impl Quantity {
 
     /// `v` whole units (bytes, cores); `i64::MIN` is clamped to -(2^63-1).
     pub fn from_value(v: i64, format: Format) -> Quantity {
-        let units = i128::from(v).max(-MAX_UNITS);
-        Quantity {
-            nanos: units * NANOS_PER_UNIT,
-            format,
-        }
+        // Below about 9.2e9 units the product fits an i64: one 64-bit
+        // multiplication instead of a 128-bit libcall.
+        let nanos = if v.unsigned_abs() <= (i64::MAX / NANOS_PER_UNIT_I64) as u64 {
+            i128::from(v * NANOS_PER_UNIT_I64)
+        } else {
+            i128::from(v).max(-MAX_UNITS) * NANOS_PER_UNIT
+        };
+        Quantity { nanos, format }
     }
 
     /// `m` thousandths of a unit (millicores), exactly.
@@ -230,12 +234,18 @@ impl Quantity {
         if self.nanos == 0 {
             return "0".to_owned();
         }
-        // One i128 division, then 64-bit work: i128 division is a libcall (and
-        // slower still in wasm). Whole units always fit an i64 (|nanos| <= MAX_NANOS).
-        let units = self.nanos / NANOS_PER_UNIT;
-        let whole = units * NANOS_PER_UNIT == self.nanos;
-        if self.format == Format::BinarySI && whole && units.abs() >= 1024 {
-            let mut mantissa = units as i64;
+        // 64-bit work wherever the value allows: i128 multiplication and
+        // division are libcalls (and slower still in wasm). Whole units
+        // always fit an i64 (|nanos| <= MAX_NANOS).
+        let (units, whole) = match i64::try_from(self.nanos) {
+            Ok(nanos) => (nanos / NANOS_PER_UNIT_I64, nanos % NANOS_PER_UNIT_I64 == 0),
+            Err(_) => {
+                let units = self.nanos / NANOS_PER_UNIT;
+                (units as i64, units * NANOS_PER_UNIT == self.nanos)
+            }
+        };
+        if self.format == Format::BinarySI && whole && units.unsigned_abs() >= 1024 {
+            let mut mantissa = units;
             let mut power = 0;
             while power < 6 && mantissa % 1024 == 0 {
                 mantissa /= 1024;
@@ -246,7 +256,7 @@ impl Quantity {
         }
         // Strip trailing zeros in groups of three: mantissa * 10^exponent, exponent >= -9.
         let (mut mantissa, mut exponent) = if whole {
-            (units as i64, 0)
+            (units, 0)
         } else if let Ok(nanos) = i64::try_from(self.nanos) {
             (nanos, -9)
         } else {
@@ -449,6 +459,21 @@ fn with_suffix(mantissa: impl itoa::Integer, suffix: &str) -> String {
     out
 }
 
+/// `a * b / d`, truncated toward zero (Go's int64 `/`), exact for any
+/// operands whose product fits an i128; `d` must not be zero. In 64-bit
+/// arithmetic when the operands and the product fit an i64 (the usual
+/// case): 128-bit multiplication and division are libcalls, and slower
+/// still in wasm.
+pub fn mul_div(a: i128, b: i128, d: i128) -> i128 {
+    if let (Ok(a64), Ok(b64), Ok(d64)) = (i64::try_from(a), i64::try_from(b), i64::try_from(d))
+        && (b64 == 0 || a64.unsigned_abs() <= i64::MAX.unsigned_abs() / b64.unsigned_abs())
+    {
+        // |a * b| <= i64::MAX, so not even `/ -1` overflows.
+        return i128::from(a64 * b64 / d64);
+    }
+    a * b / d
+}
+
 /// `ceil(n / d)` for `d > 0`.
 fn div_ceil(n: i128, d: i128) -> i128 {
     // Most quantities fit 64 bits, where division is one instruction rather
@@ -492,6 +517,18 @@ enum Multiplier {
     Binary(u32),
 }
 
+/// `10^i` for every `i` an i128 holds (a table: computing a power is a
+/// chain of 128-bit multiplications, each a libcall in wasm).
+const POWERS_OF_TEN: [i128; 39] = {
+    let mut table = [1i128; 39];
+    let mut i = 1;
+    while i < table.len() {
+        table[i] = table[i - 1] * 10;
+        i += 1;
+    }
+    table
+};
+
 /// The plain form almost every manifest uses, `<digits><suffix>` with at
 /// most 18 digits and an SI or binary suffix (`256Mi`, `100m`, `2`), exactly
 /// as the general parser reads it; `None` hands anything else to that parser.
@@ -501,16 +538,21 @@ fn parse_plain(s: &str) -> Option<Quantity> {
     if digits == 0 || digits > 18 {
         return None;
     }
+    // At most 18 digits fit a u64; 64-bit multiplications are one wasm
+    // instruction where 128-bit ones are a libcall.
     let value = bytes[..digits]
         .iter()
-        .fold(0i128, |acc, b| acc * 10 + i128::from(b - b'0'));
+        .fold(0u64, |acc, b| acc * 10 + u64::from(b - b'0'));
     let (multiplier, format) = fixed_suffix(&s[digits..])?;
-    let nanos = match multiplier {
-        Multiplier::Decimal(e) if e >= -9 => {
-            value.checked_mul(10i128.pow(u32::try_from(e + 9).ok()?))?
-        }
+    let factor = match multiplier {
+        Multiplier::Decimal(e) if e >= -9 => *POWERS_OF_TEN.get(usize::try_from(e + 9).ok()?)?,
         Multiplier::Decimal(_) => return None,
-        Multiplier::Binary(k) => value.checked_mul(NANOS_PER_UNIT << (10 * k))?,
+        Multiplier::Binary(k) => NANOS_PER_UNIT << (10 * k),
+    };
+    let nanos = match u64::try_from(factor) {
+        // No overflow, and below MAX_NANOS (u64::MAX < 2^63 * 10^9).
+        Ok(small) if value <= u64::MAX / small => i128::from(value * small),
+        _ => i128::from(value).checked_mul(factor)?,
     };
     if nanos > MAX_NANOS {
         return None;
@@ -789,6 +831,13 @@ mod tests {
             "9223372",
             "9223373",
             "8796093022208",
+            // Around u64::MAX nanos (18446744073.709551615 units), where
+            // the 64-bit multiplication hands over to the 128-bit one.
+            "18446744073",
+            "18446744074",
+            "18446744073709",
+            "18014398509",
+            "17592186044416",
         ];
         let suffixes = [
             "", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei",
@@ -1029,6 +1078,99 @@ mod tests {
         assert_eq!(Quantity::ZERO.format(), DecimalSI);
         assert!(Quantity::ZERO.is_zero() && !Quantity::ZERO.is_negative());
         assert!(q("-1n").is_negative() && !q("-1n").is_zero());
+    }
+
+    /// `mul_div`'s 64-bit path gives what 128-bit arithmetic gives, on
+    /// both sides of where it hands over, signs included.
+    #[test]
+    fn mul_div_agrees_with_128_bit_arithmetic() {
+        let big = i128::from(i64::MAX);
+        let values = [
+            0,
+            1,
+            -1,
+            7,
+            -7,
+            1000,
+            1024,
+            999_999,
+            big / 1024,
+            big / 1024 + 1,
+            big / 1000 + 1,
+            3_037_000_499,
+            3_037_000_500,
+            big,
+            -big,
+            -big - 1,
+            big + 1,
+            1 << 70,
+        ];
+        for a in values {
+            for b in [
+                0,
+                1,
+                -1,
+                1000,
+                1024,
+                -1024,
+                100_000,
+                3_037_000_500,
+                big,
+                -big - 1,
+            ] {
+                for d in [1, -1, 3, 1000, 1024, -7, big, 1 << 66] {
+                    let Some(product) = a.checked_mul(b) else {
+                        continue;
+                    };
+                    assert_eq!(mul_div(a, b, d), product / d, "{a} * {b} / {d}");
+                }
+            }
+        }
+    }
+
+    /// Around the largest value whose nanos fit an i64, where the 64-bit
+    /// paths of `from_value` and `to_canonical_string` hand over to the
+    /// 128-bit ones, both give what the 128-bit arithmetic gives.
+    #[test]
+    fn the_64_bit_paths_agree_with_128_bit_arithmetic() {
+        let edge = i64::MAX / 1_000_000_000;
+        for v in [
+            edge - 1,
+            edge,
+            edge + 1,
+            -edge - 1,
+            -edge,
+            -edge + 1,
+            i64::MAX,
+            1 << 40,
+        ] {
+            assert_eq!(
+                Quantity::from_value(v, Format::DecimalSI).nanos(),
+                i128::from(v) * N,
+                "{v}"
+            );
+        }
+        assert_eq!(
+            Quantity::from_value(i64::MIN, Format::DecimalSI).nanos(),
+            -MAX_NANOS
+        );
+        let cases: &[(&str, &str)] = &[
+            ("9223372036854775807n", "9223372036854775807n"),
+            ("9223372036854775808n", "9223372036854775808n"),
+            ("-9223372036854775808n", "-9223372036854775808n"),
+            ("-9223372036854775809n", "-9223372036854775809n"),
+            ("9223372036", "9223372036"),
+            ("9223372037", "9223372037"),
+            ("9223372036000m", "9223372036"),
+            ("9223372037000m", "9223372037"),
+            ("8Gi", "8Gi"),
+            ("9Gi", "9Gi"),
+            ("8796093022208Ki", "8Pi"),
+            ("-9Gi", "-9Gi"),
+        ];
+        for (input, canonical) in cases {
+            assert_eq!(q(input).to_canonical_string(), *canonical, "{input}");
+        }
     }
 
     #[test]
