@@ -289,6 +289,60 @@ fn an_error_or_a_trap_does_not_change_the_next_answer() {
     );
 }
 
+/// The component allocates each call from a 1 MiB bump arena and spills
+/// to its general allocator past it (`policy-wasm/src/call_arena.rs`).
+/// On one warm instance, pods whose calls overflow the arena (about 1.2 MB
+/// of container names alone) alternate with small ones: every answer is
+/// the one a fresh instance gives, and the instance is never replaced.
+#[test]
+fn calls_larger_than_the_call_arena_answer_as_a_fresh_instance() {
+    let policy = runtime(Limits::default());
+    let node = node("node-1000gi.yaml");
+    let mut prepared = PreparedPolicy::new(policy.clone(), node.clone(), None)
+        .expect("call")
+        .expect("prepares");
+    let small: Vec<Pod> = fixture_pods()
+        .into_iter()
+        .filter(|p| policy.evaluate(p, &node).expect("call").is_ok())
+        .take(3)
+        .collect();
+    assert_eq!(small.len(), 3, "three valid fixture pods");
+    let large = |pod: &Pod, containers: usize| {
+        let mut large = pod.clone();
+        let template = large.spec.containers[0].clone();
+        large.spec.containers = (0..containers)
+            .map(|i| podpolicy::bindings::Container {
+                name: format!("c{i:04}-{}", "n".repeat(2000)),
+                ..template.clone()
+            })
+            .collect();
+        large
+    };
+    let mut answers = 0;
+    for round in 0..3 {
+        for pod in &small {
+            for candidate in [pod.clone(), large(pod, 400 + 100 * round)] {
+                let fresh = policy.evaluate(&candidate, &node).expect("call");
+                let warm = prepared.evaluate(&candidate).expect("call");
+                let evaluation = warm.as_ref().expect("evaluates");
+                assert!(
+                    evaluation.containers.len() >= candidate.spec.containers.len(),
+                    "{}: every container evaluated",
+                    candidate.name
+                );
+                assert_eq!(warm, fresh, "round {round}, {}", candidate.name);
+                answers += 1;
+            }
+        }
+    }
+    assert_eq!(answers, 18);
+    assert_eq!(
+        prepared.prepared_count(),
+        1,
+        "one instance served every call"
+    );
+}
+
 /// The streaming `explain` (pods handed on one at a time, the node-level
 /// sums kept in a `node-cgroups-sum` in the component) reports what
 /// `explain_all` (every pod kept, `node-level-cgroups` over all of them)
