@@ -289,10 +289,10 @@ fn an_error_or_a_trap_does_not_change_the_next_answer() {
     );
 }
 
-/// The component allocates each call from a 1 MiB bump arena and spills
+/// The component allocates each call from a 256 KiB bump arena and spills
 /// to its general allocator past it (`policy-wasm/src/call_arena.rs`).
-/// On one warm instance, pods whose calls overflow the arena (about 1.2 MB
-/// of container names alone) alternate with small ones: every answer is
+/// On one warm instance, pods whose calls overflow the arena (0.8 MB and
+/// more of container names alone) alternate with small ones: every answer is
 /// the one a fresh instance gives, and the instance is never replaced.
 #[test]
 fn calls_larger_than_the_call_arena_answer_as_a_fresh_instance() {
@@ -341,6 +341,35 @@ fn calls_larger_than_the_call_arena_answer_as_a_fresh_instance() {
         1,
         "one instance served every call"
     );
+}
+
+/// The call arena is part of each instance's memory: with a 2 MiB cap
+/// (the module's own memory is 1.125 MiB), a prepared node still answers
+/// every fixture pod as an instance under the default cap does.
+#[test]
+fn a_two_mib_memory_cap_still_leaves_room_for_the_call_arena() {
+    let policy = runtime(Limits::default());
+    let small = runtime(Limits {
+        memory_bytes: 2 << 20,
+        ..Limits::default()
+    });
+    let node = node("node-1000gi.yaml");
+    let mut prepared = PreparedPolicy::new(small, node.clone(), None)
+        .expect("call")
+        .expect("prepares under 2 MiB");
+    let mut evaluated = 0;
+    for pod in fixture_pods() {
+        let expected = policy.evaluate(&pod, &node).expect("call");
+        evaluated += usize::from(expected.is_ok());
+        assert_eq!(
+            prepared.evaluate(&pod).expect("call"),
+            expected,
+            "{}",
+            pod.name
+        );
+    }
+    assert!(evaluated > 10, "{evaluated} fixture pods evaluated");
+    assert_eq!(prepared.prepared_count(), 1, "no call ran out of memory");
 }
 
 /// The streaming `explain` (pods handed on one at a time, the node-level
