@@ -46,9 +46,9 @@ pub(crate) struct CallArena<A> {
     retaining: Cell<u32>,
 }
 
-// SAFETY: the component is single-threaded (wasm32-unknown-unknown has no
-// threads), so the cells are never touched from two threads.
-#[cfg(target_arch = "wasm32")]
+// SAFETY: the component is single-threaded (wasm32 without the `atomics`
+// feature has no threads), so the cells are never touched from two threads.
+#[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
 unsafe impl<A: Sync> Sync for CallArena<A> {}
 
 impl<A: GlobalAlloc> CallArena<A> {
@@ -102,7 +102,9 @@ impl<A: GlobalAlloc> CallArena<A> {
 
     /// A block of the arena for `layout`, or `None` when it does not fit.
     fn bump(&self, layout: Layout) -> Option<*mut u8> {
-        if self.retaining.get() != 0 {
+        // A zero-size block could sit at `end`, outside `contains`; callers
+        // never ask for one (`GlobalAlloc` forbids it), so decline it.
+        if self.retaining.get() != 0 || layout.size() == 0 {
             return None;
         }
         if !self.reserved.get() {
@@ -158,6 +160,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for CallArena<A> {
             // SAFETY: not the arena's, so `backing` made it.
             return unsafe { self.backing.dealloc(block, layout) };
         }
+        debug_assert!(self.live.get() > 0, "an arena block freed twice");
         let live = self.live.get() - 1;
         self.live.set(live);
         if live == 0 {
@@ -206,7 +209,50 @@ mod tests {
     use super::*;
     use std::alloc::System;
 
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+
     const ARENA: usize = 4096;
+
+    /// A backing allocator that knows its own blocks (a free of one it did
+    /// not make fails the test) and refuses blocks above `refuse_above`
+    /// bytes, to stand for a memory cap.
+    struct Recording {
+        blocks: RefCell<HashMap<usize, Layout>>,
+        refuse_above: usize,
+    }
+
+    impl Recording {
+        fn new(refuse_above: usize) -> Self {
+            Recording {
+                blocks: RefCell::default(),
+                refuse_above,
+            }
+        }
+        fn made(&self, block: *mut u8) -> bool {
+            self.blocks.borrow().contains_key(&(block as usize))
+        }
+    }
+
+    unsafe impl GlobalAlloc for Recording {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            if layout.size() > self.refuse_above {
+                return ptr::null_mut();
+            }
+            let block = unsafe { System.alloc(layout) };
+            self.blocks.borrow_mut().insert(block as usize, layout);
+            block
+        }
+        unsafe fn dealloc(&self, block: *mut u8, layout: Layout) {
+            let made = self.blocks.borrow_mut().remove(&(block as usize));
+            assert_eq!(
+                made,
+                Some(layout),
+                "freed a block the backing allocator did not make"
+            );
+            unsafe { System.dealloc(block, layout) }
+        }
+    }
 
     fn layout(size: usize, align: usize) -> Layout {
         Layout::from_size_align(size, align).unwrap()
@@ -310,6 +356,100 @@ mod tests {
     }
 
     #[test]
+    fn the_arena_ends_where_its_block_ends() {
+        let arena = CallArena::new(Recording::new(usize::MAX), ARENA);
+        unsafe {
+            let first = arena.alloc(layout(ARENA, 1));
+            assert!(arena.contains(first));
+            assert_eq!(arena.usage(), (1, ARENA));
+            assert!(arena.contains(first.add(ARENA - 1)));
+            assert!(
+                !arena.contains(first.add(ARENA)),
+                "one past the end is not the arena's"
+            );
+            // Exactly full: the next block is the backing allocator's.
+            let next = arena.alloc(layout(1, 1));
+            assert!(!arena.contains(next) && arena.backing.made(next));
+            arena.dealloc(next, layout(1, 1));
+            arena.dealloc(first, layout(ARENA, 1));
+            assert_eq!(arena.usage(), (0, 0));
+        }
+    }
+
+    #[test]
+    fn without_its_block_the_arena_passes_everything_on() {
+        // The backing allocator refuses the arena's own block (a cap).
+        let arena = CallArena::new(Recording::new(ARENA - 1), ARENA);
+        unsafe {
+            let a = arena.alloc(layout(64, 8));
+            assert!(arena.backing.made(a) && !arena.contains(a));
+            let b = arena.realloc(a, layout(64, 8), 128);
+            assert!(arena.backing.made(b) && !arena.contains(b));
+            arena.dealloc(b, layout(128, 8));
+            assert_eq!(arena.usage(), (0, 0));
+        }
+    }
+
+    #[test]
+    fn a_kept_block_holds_the_arena_until_it_is_freed() {
+        let arena = CallArena::new(Recording::new(usize::MAX), ARENA);
+        unsafe {
+            // A call whose argument is kept past its end.
+            let kept = arena.alloc(layout(16, 8));
+            let scratch = arena.alloc(layout(ARENA - 64, 8));
+            arena.dealloc(scratch, layout(ARENA - 64, 8));
+            assert_eq!(arena.usage(), (1, 16), "the newest block came back");
+            // Later calls: the arena fills past the kept block, then spills.
+            let mut blocks = Vec::new();
+            for _ in 0..200 {
+                blocks.push(arena.alloc(layout(32, 8)));
+            }
+            let spilled = blocks.iter().filter(|b| !arena.contains(**b)).count();
+            assert!(spilled > 0 && spilled < 200, "{spilled} spilled");
+            // Freed newest first (as a call's blocks mostly are), the
+            // arena's give their bytes back down to the kept block.
+            for b in blocks.into_iter().rev() {
+                arena.dealloc(b, layout(32, 8));
+            }
+            assert_eq!(
+                arena.usage(),
+                (1, 16),
+                "the kept block still holds its place"
+            );
+            arena.dealloc(kept, layout(16, 8));
+            assert_eq!(arena.usage(), (0, 0), "freeing it resets the arena");
+        }
+    }
+
+    #[test]
+    fn retaining_ends_with_its_body_and_nests() {
+        let arena = CallArena::new(Recording::new(usize::MAX), ARENA);
+        unsafe {
+            let argument = arena.alloc(layout(8, 8));
+            let other = arena.alloc(layout(8, 8));
+            let (outer, inner, grown) = arena.retaining(|| {
+                let outer = arena.alloc(layout(8, 8));
+                let inner = arena.retaining(|| arena.alloc(layout(8, 8)));
+                // An older arena block grown while retaining moves to the backing.
+                let grown = arena.realloc(argument, layout(8, 8), 64);
+                (outer, inner, grown)
+            });
+            for b in [outer, inner, grown] {
+                assert!(!arena.contains(b) && arena.backing.made(b));
+            }
+            let after = arena.alloc(layout(8, 8));
+            assert!(
+                arena.contains(after),
+                "the arena serves again after retaining"
+            );
+            for (b, size) in [(outer, 8), (inner, 8), (grown, 64), (after, 8), (other, 8)] {
+                arena.dealloc(b, layout(size, 8));
+            }
+            assert_eq!(arena.usage(), (0, 0));
+        }
+    }
+
+    #[test]
     fn alignment_is_honoured_and_zeroed_blocks_are_zero() {
         let arena = CallArena::new(System, ARENA);
         unsafe {
@@ -336,7 +476,7 @@ mod tests {
     /// with its own byte: no block is ever handed out over a live one.
     #[test]
     fn interleaved_blocks_never_overlap() {
-        let arena = CallArena::new(System, ARENA);
+        let arena = CallArena::new(Recording::new(usize::MAX), ARENA);
         let mut blocks: Vec<(*mut u8, Layout, u8)> = Vec::new();
         let (mut in_arena, mut spilled) = (0, 0);
         let mut seed: u32 = 12345;
@@ -348,8 +488,13 @@ mod tests {
             let tag = (round % 251) as u8;
             match next() % 4 {
                 0 | 1 => {
-                    let l = layout(1 + next() % 200, 1 << (next() % 4));
+                    let l = layout(1 + next() % 200, 1 << (next() % 8));
                     let p = unsafe { arena.alloc(l) };
+                    assert_eq!(
+                        p as usize % l.align(),
+                        0,
+                        "round {round}: a block's alignment"
+                    );
                     unsafe { ptr::write_bytes(p, tag, l.size()) };
                     blocks.push((p, l, tag));
                 }
@@ -358,6 +503,11 @@ mod tests {
                     let (p, l, t) = blocks.swap_remove(i);
                     let new_size = 1 + next() % 300;
                     let q = unsafe { arena.realloc(p, l, new_size) };
+                    assert_eq!(
+                        q as usize % l.align(),
+                        0,
+                        "round {round}: a resized block's alignment"
+                    );
                     let kept = l.size().min(new_size);
                     assert!(
                         unsafe { std::slice::from_raw_parts(q, kept) }
