@@ -40,6 +40,13 @@ fn fixture_pods() -> Vec<Pod> {
     fixture_docs().into_iter().map(|d| d.pod).collect()
 }
 
+/// `node` prepared in a warm instance of `policy` (the node must prepare).
+fn prepared_on(policy: &Arc<PolicyRuntime>, node: &NodeSettings) -> PreparedPolicy {
+    PreparedPolicy::new(policy.clone(), node.clone(), None)
+        .expect("call")
+        .expect("the node prepares")
+}
+
 fn node(name: &str) -> NodeSettings {
     read_node(&workspace().join("fixtures/nodes").join(name)).expect("fixture node")
 }
@@ -58,9 +65,7 @@ fn dual_socket() -> NodeTopology {
 fn prepared_validate_default_evaluate_answers_as_the_one_shot_exports() {
     let policy = runtime(Limits::default());
     let node = node("node-1000gi.yaml");
-    let mut prepared = PreparedPolicy::new(policy.clone(), node.clone(), None)
-        .expect("call")
-        .expect("the node prepares");
+    let mut prepared = prepared_on(&policy, &node);
     let mut pods = fixture_pods();
     for quantity in ["-1", "1.5.5"] {
         let mut bad = pods[0].clone();
@@ -113,9 +118,7 @@ fn prepared_validate_default_evaluate_answers_as_the_one_shot_exports() {
 fn prepared_evaluate_answers_as_the_one_shot_export() {
     let policy = runtime(Limits::default());
     let node = node("node-1000gi.yaml");
-    let mut prepared = PreparedPolicy::new(policy.clone(), node.clone(), None)
-        .expect("call")
-        .expect("the node prepares");
+    let mut prepared = prepared_on(&policy, &node);
     let mut pods = fixture_pods();
     let mut bad = pods[0].clone();
     bad.spec.containers[0].resources = Some(podpolicy::bindings::ResourceRequirements {
@@ -232,9 +235,7 @@ fn an_error_or_a_trap_does_not_change_the_next_answer() {
         ..Limits::default()
     });
     let node = node("node-1000gi.yaml");
-    let mut prepared = PreparedPolicy::new(policy.clone(), node.clone(), None)
-        .expect("call")
-        .expect("prepares");
+    let mut prepared = prepared_on(&policy, &node);
     let pods = fixture_pods();
     let good = pods
         .iter()
@@ -298,9 +299,7 @@ fn an_error_or_a_trap_does_not_change_the_next_answer() {
 fn calls_larger_than_the_call_arena_answer_as_a_fresh_instance() {
     let policy = runtime(Limits::default());
     let node = node("node-1000gi.yaml");
-    let mut prepared = PreparedPolicy::new(policy.clone(), node.clone(), None)
-        .expect("call")
-        .expect("prepares");
+    let mut prepared = prepared_on(&policy, &node);
     let small: Vec<Pod> = fixture_pods()
         .into_iter()
         .filter(|p| policy.evaluate(p, &node).expect("call").is_ok())
@@ -354,9 +353,7 @@ fn a_two_mib_memory_cap_still_leaves_room_for_the_call_arena() {
         ..Limits::default()
     });
     let node = node("node-1000gi.yaml");
-    let mut prepared = PreparedPolicy::new(small, node.clone(), None)
-        .expect("call")
-        .expect("prepares under 2 MiB");
+    let mut prepared = prepared_on(&small, &node);
     let mut evaluated = 0;
     for pod in fixture_pods() {
         let expected = policy.evaluate(&pod, &node).expect("call");
@@ -410,9 +407,7 @@ fn streamed_explain_reports_what_explain_all_reports() {
     ] {
         let whole = podpolicy::explain_all(&policy, &docs, &node, None).expect("explain_all");
         assert!(whole.any_rejected(), "the refused pod is reported");
-        let mut prepared = PreparedPolicy::new(policy.clone(), node.clone(), None)
-            .expect("call")
-            .expect("the node prepares");
+        let mut prepared = prepared_on(&policy, &node);
         let mut streamed = Vec::new();
         let node_values = podpolicy::explain_stream(
             &mut prepared,
