@@ -47,6 +47,30 @@ fn prepared_on(policy: &Arc<PolicyRuntime>, node: &NodeSettings) -> PreparedPoli
         .expect("the node prepares")
 }
 
+/// Each pod evaluated on `prepared` answers as `policy`'s one-shot
+/// `evaluate` (a fresh instance) does; returns how many evaluated and how
+/// many were refused.
+fn evaluate_as_one_shot(
+    policy: &PolicyRuntime,
+    node: &NodeSettings,
+    prepared: &mut PreparedPolicy,
+    pods: Vec<Pod>,
+) -> (usize, usize) {
+    let (mut evaluated, mut refused) = (0, 0);
+    for pod in pods {
+        let one_shot = policy.evaluate(&pod, node).expect("call");
+        evaluated += usize::from(one_shot.is_ok());
+        refused += usize::from(one_shot.is_err());
+        assert_eq!(
+            prepared.evaluate(&pod).expect("call"),
+            one_shot,
+            "{}",
+            pod.name
+        );
+    }
+    (evaluated, refused)
+}
+
 fn node(name: &str) -> NodeSettings {
     read_node(&workspace().join("fixtures/nodes").join(name)).expect("fixture node")
 }
@@ -129,17 +153,7 @@ fn prepared_evaluate_answers_as_the_one_shot_export() {
         limits: None,
     });
     pods.push(bad);
-    let mut errors = 0;
-    for pod in pods {
-        let one_shot = policy.evaluate(&pod, &node).expect("call");
-        errors += usize::from(one_shot.is_err());
-        assert_eq!(
-            prepared.evaluate(&pod).expect("call"),
-            one_shot,
-            "{}",
-            pod.name
-        );
-    }
+    let (_, errors) = evaluate_as_one_shot(&policy, &node, &mut prepared, pods);
     assert!(
         errors > 0,
         "some fixture pods are invalid, so errors are compared too"
@@ -354,17 +368,7 @@ fn a_two_mib_memory_cap_still_leaves_room_for_the_call_arena() {
     });
     let node = node("node-1000gi.yaml");
     let mut prepared = prepared_on(&small, &node);
-    let mut evaluated = 0;
-    for pod in fixture_pods() {
-        let expected = policy.evaluate(&pod, &node).expect("call");
-        evaluated += usize::from(expected.is_ok());
-        assert_eq!(
-            prepared.evaluate(&pod).expect("call"),
-            expected,
-            "{}",
-            pod.name
-        );
-    }
+    let (evaluated, _) = evaluate_as_one_shot(&policy, &node, &mut prepared, fixture_pods());
     assert!(evaluated > 10, "{evaluated} fixture pods evaluated");
     assert_eq!(prepared.prepared_count(), 1, "no call ran out of memory");
 }
