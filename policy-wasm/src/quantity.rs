@@ -118,14 +118,10 @@ impl Quantity {
 
     /// `v` whole units (bytes, cores); `i64::MIN` is clamped to -(2^63-1).
     pub fn from_value(v: i64, format: Format) -> Quantity {
-        // Below about 9.2e9 units the product fits an i64: one 64-bit
-        // multiplication instead of a 128-bit libcall.
-        let nanos = if v.unsigned_abs() <= (i64::MAX / NANOS_PER_UNIT_I64) as u64 {
-            i128::from(v * NANOS_PER_UNIT_I64)
-        } else {
-            i128::from(v).max(-MAX_UNITS) * NANOS_PER_UNIT
-        };
-        Quantity { nanos, format }
+        Quantity {
+            nanos: wide_mul(i128::from(v).max(-MAX_UNITS), NANOS_PER_UNIT),
+            format,
+        }
     }
 
     /// `m` thousandths of a unit (millicores), exactly.
@@ -459,19 +455,30 @@ fn with_suffix(mantissa: impl itoa::Integer, suffix: &str) -> String {
     out
 }
 
-/// `a * b / d`, truncated toward zero (Go's int64 `/`), exact for any
-/// operands whose product fits an i128; `d` must not be zero. In 64-bit
-/// arithmetic when the operands and the product fit an i64 (the usual
-/// case): 128-bit multiplication and division are libcalls, and slower
-/// still in wasm.
-pub fn mul_div(a: i128, b: i128, d: i128) -> i128 {
-    if let (Ok(a64), Ok(b64), Ok(d64)) = (i64::try_from(a), i64::try_from(b), i64::try_from(d))
+/// `a * b`, exact for any operands whose product fits an i128: one 64-bit
+/// multiplication when the operands and the product fit an i64 (the usual
+/// case), since 128-bit multiplication is a libcall, and slower still in
+/// wasm.
+fn wide_mul(a: i128, b: i128) -> i128 {
+    if let (Ok(a64), Ok(b64)) = (i64::try_from(a), i64::try_from(b))
         && (b64 == 0 || a64.unsigned_abs() <= i64::MAX.unsigned_abs() / b64.unsigned_abs())
     {
-        // |a * b| <= i64::MAX, so not even `/ -1` overflows.
-        return i128::from(a64 * b64 / d64);
+        return i128::from(a64 * b64);
     }
-    a * b / d
+    a * b
+}
+
+/// `a * b / d`, truncated toward zero (Go's int64 `/`), exact for any
+/// operands whose product fits an i128; `d` must not be zero. The
+/// multiplication is `wide_mul`'s, and the division 64-bit when the
+/// product and `d` fit an i64 (128-bit division is a libcall too).
+pub fn mul_div(a: i128, b: i128, d: i128) -> i128 {
+    let product = wide_mul(a, b);
+    match (i64::try_from(product), i64::try_from(d)) {
+        // i64::MIN / -1 is the one 64-bit quotient that overflows.
+        (Ok(p), Ok(d)) if !(p == i64::MIN && d == -1) => i128::from(p / d),
+        _ => product / d,
+    }
 }
 
 /// `ceil(n / d)` for `d > 0`.
@@ -1104,12 +1111,15 @@ mod tests {
             -big - 1,
             big + 1,
             1 << 70,
+            // Times 2: exactly i64::MIN, then divided by -1.
+            -(1 << 62),
         ];
         for a in values {
             for b in [
                 0,
                 1,
                 -1,
+                2,
                 1000,
                 1024,
                 -1024,
