@@ -33,10 +33,14 @@ use core::alloc::{GlobalAlloc, Layout};
 use core::cell::Cell;
 use core::ptr;
 
-/// A bump arena of `bytes` bytes, taken from `backing` at the first
-/// allocation, in front of `backing`.
+/// A bump arena of `bytes` bytes in front of `backing`: a block given at
+/// construction ([`CallArena::in_block`]; the component's is a static, so
+/// a fresh instance grows no memory for it), or one taken from `backing`
+/// at the first allocation.
 pub(crate) struct CallArena<A> {
     backing: A,
+    /// The arena's block when it was given; null = take it from `backing`.
+    given: *mut u8,
     bytes: usize,
     reserved: Cell<bool>,
     start: Cell<usize>,
@@ -53,9 +57,23 @@ unsafe impl<A: Sync> Sync for CallArena<A> {}
 
 impl<A: GlobalAlloc> CallArena<A> {
     /// An arena of `bytes` bytes (reserved from `backing` when first used).
+    #[cfg(test)]
     pub(crate) const fn new(backing: A, bytes: usize) -> Self {
+        // SAFETY: a null block is never used: `reserve` asks `backing`.
+        unsafe { Self::in_block(backing, ptr::null_mut(), bytes) }
+    }
+
+    /// An arena on the `bytes` bytes at `block`, which must be 16-aligned
+    /// (or null: then as [`CallArena::new`]).
+    ///
+    /// # Safety
+    ///
+    /// `block` must be valid for reads and writes of `bytes` bytes for as
+    /// long as the arena is used, and nothing else may use them.
+    pub(crate) const unsafe fn in_block(backing: A, block: *mut u8, bytes: usize) -> Self {
         CallArena {
             backing,
+            given: block,
             bytes,
             reserved: Cell::new(false),
             start: Cell::new(0),
@@ -80,8 +98,9 @@ impl<A: GlobalAlloc> CallArena<A> {
         self.start.get() <= at && at < self.end.get()
     }
 
-    /// Take the arena's block from `backing`, once; a failure leaves the
-    /// arena empty (every allocation then goes to `backing`).
+    /// Set the arena on its block, once: the given one, else one taken from
+    /// `backing`; a failure leaves the arena empty (every allocation then
+    /// goes to `backing`).
     fn reserve(&self) {
         self.reserved.set(true);
         let Ok(layout) = Layout::from_size_align(self.bytes, 16) else {
@@ -90,8 +109,12 @@ impl<A: GlobalAlloc> CallArena<A> {
         if layout.size() == 0 {
             return;
         }
-        // SAFETY: the layout's size is not zero.
-        let block = unsafe { self.backing.alloc(layout) };
+        let block = if self.given.is_null() {
+            // SAFETY: the layout's size is not zero.
+            unsafe { self.backing.alloc(layout) }
+        } else {
+            self.given
+        };
         if !block.is_null() {
             let start = block as usize;
             self.start.set(start);
@@ -373,6 +396,36 @@ mod tests {
             arena.dealloc(next, layout(1, 1));
             arena.dealloc(first, layout(ARENA, 1));
             assert_eq!(arena.usage(), (0, 0));
+        }
+    }
+
+    #[test]
+    fn a_given_block_is_the_arena_and_backing_makes_only_what_spills() {
+        #[repr(C, align(16))]
+        struct Block([u8; ARENA]);
+        let mut block = Box::new(Block([0xa5; ARENA]));
+        let start = block.0.as_mut_ptr();
+        let arena = unsafe { CallArena::in_block(Recording::new(usize::MAX), start, ARENA) };
+        unsafe {
+            let a = arena.alloc(layout(64, 8));
+            assert_eq!(a, start, "the first block is the given block's start");
+            let b = arena.alloc(layout(ARENA - 64, 16));
+            assert!(arena.contains(b) && !arena.backing.made(b));
+            assert!(
+                arena.backing.blocks.borrow().is_empty(),
+                "nothing taken from backing"
+            );
+            let spilled = arena.alloc(layout(16, 8));
+            assert!(arena.backing.made(spilled) && !arena.contains(spilled));
+            arena.dealloc(spilled, layout(16, 8));
+            arena.dealloc(b, layout(ARENA - 64, 16));
+            arena.dealloc(a, layout(64, 8));
+            assert_eq!(arena.usage(), (0, 0));
+            assert_eq!(
+                arena.alloc(layout(8, 8)),
+                start,
+                "reset to the block's start"
+            );
         }
     }
 

@@ -16,15 +16,36 @@ use crate::wit::*;
 // talc, which takes far fewer wasm instructions per malloc/free than std's
 // dlmalloc (BENCHMARKS.md, "Guest allocator"). The component is
 // single-threaded.
+//
+// The arena's block is a static, in the module's zero-initialised memory:
+// an instance starts with it, so a fresh pooled instance does not grow its
+// memory at its first allocation (a `memory.grow` is an `mprotect` in
+// wasmtime, and the pool's next instance of the slot undoes it with
+// another; BENCHMARKS.md, "the call arena as a static").
 #[global_allocator]
-static ALLOCATOR: CallArena<talc::wasm::WasmDynamicTalc> =
-    CallArena::new(talc::wasm::new_wasm_dynamic_allocator(), CALL_ARENA_BYTES);
+static ALLOCATOR: CallArena<talc::wasm::WasmDynamicTalc> = {
+    // SAFETY: only the allocator ever names `CALL_ARENA_BLOCK`.
+    unsafe {
+        CallArena::in_block(
+            talc::wasm::new_wasm_dynamic_allocator(),
+            (&raw mut CALL_ARENA_BLOCK).cast(),
+            CALL_ARENA_BYTES,
+        )
+    }
+};
+
+/// The call arena's memory (16-aligned, as `CallArena::in_block` needs).
+#[repr(C, align(16))]
+struct CallArenaBlock([core::mem::MaybeUninit<u8>; CALL_ARENA_BYTES]);
+
+static mut CALL_ARENA_BLOCK: CallArenaBlock =
+    CallArenaBlock([core::mem::MaybeUninit::uninit(); CALL_ARENA_BYTES]);
 
 /// The arena's size: the calls the benches make (a 20-container
 /// evaluation, a 256-CPU admission) run from it as fast as from a 1 MiB
-/// one; a larger call spills to talc, still correct. It is taken from the
-/// instance's memory cap (`--memory-mib`) at the first allocation, so it
-/// stays small: a 2 MiB cap still serves (tests/e2e/prepared.rs).
+/// one; a larger call spills to talc, still correct. It counts against the
+/// instance's memory cap (`--memory-mib`) from the start, so it stays
+/// small: a 2 MiB cap still serves (tests/e2e/prepared.rs).
 const CALL_ARENA_BYTES: usize = 256 << 10;
 
 struct PodPolicy;
