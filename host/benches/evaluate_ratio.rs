@@ -12,7 +12,9 @@
 //!
 //! `cargo bench -p podpolicy --bench evaluate_ratio [-- ROUNDS]` (default
 //! 200). `BENCH_PROFILE=component-prepared-3:20000` (or `native-prepared-`,
-//! `fresh-`; 3 or 20 containers) runs one case alone for a profiler. Pods and node as in `benches/policy.rs`.
+//! `fresh-`; 3 or 20 containers; or `fresh-floor`, a fresh instance made and
+//! dropped without a call) runs one case alone for a profiler. Pods and node
+//! as in `benches/policy.rs`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -157,8 +159,31 @@ fn main() {
             targets::ratio_at_most("warm-evaluate-20", prepared_ratio, targets::WARM_20_RATIO);
         }
     }
+    // The floor under `fresh`: a fresh pooled instance and its store, made
+    // and dropped without a call (the slot's reset included, as the pool
+    // does it when the instance goes).
+    if profile_case::run_if("fresh-floor", &profile, || {
+        policy.call(|_, _| Ok(())).expect("instantiates");
+    }) {
+        return;
+    }
+    if profile.is_none() {
+        let floor = median(
+            (0..rounds)
+                .map(|_| block(|| policy.call(|_, _| Ok(())).expect("instantiates")))
+                .collect(),
+        );
+        println!(
+            "fresh pooled instance, no call (the floor under `fresh`): {:.1}us",
+            micros(floor)
+        );
+    }
     profile_case::unknown(
         &profile,
-        &["{native,component}-prepared-{3,20}", "fresh-{3,20}"],
+        &[
+            "{native,component}-prepared-{3,20}",
+            "fresh-{3,20}",
+            "fresh-floor",
+        ],
     );
 }
