@@ -239,6 +239,7 @@ fn load_or_compile(
     wasm: &[u8],
     digest: &str,
     cache: &Cache,
+    limits: &Limits,
 ) -> Result<(Component, bool)> {
     let cached = match cache {
         Cache::Off => None,
@@ -251,20 +252,39 @@ fn load_or_compile(
         // wasmtime also checks the artifact header against the engine.
         match unsafe { Component::deserialize_file(engine, path) } {
             Ok(component) => return Ok((component, true)),
-            Err(_) => {
+            Err(e) => {
+                if let Some(refusal) = beyond_memory_cap(&e, limits) {
+                    // The artifact is sound; this engine's cap is too small.
+                    return Err(refusal);
+                }
                 // A stale or damaged artifact: recompile and replace it.
                 let _ = std::fs::remove_file(path);
             }
         }
     }
-    let component = Component::new(engine, wasm)
-        .map_err(|e| anyhow!("compiling the policy component: {e:#}"))?;
+    let component = Component::new(engine, wasm).map_err(|e| {
+        beyond_memory_cap(&e, limits)
+            .unwrap_or_else(|| anyhow!("compiling the policy component: {e:#}"))
+    })?;
     if let Some(path) = cached
         && let Err(e) = store_artifact(&component, &path)
     {
         tracing::warn!(path = %path.display(), error = %e, "could not cache the compiled policy");
     }
     Ok((component, false))
+}
+
+/// The pooling allocator checks a module's declared memory against the cap
+/// when it compiles or loads it: name the flag that sets the cap.
+fn beyond_memory_cap(error: &wasmtime::Error, limits: &Limits) -> Option<anyhow::Error> {
+    let text = format!("{error:#}");
+    text.contains("does not fit in pooling allocator requirements")
+        .then(|| {
+            anyhow!(
+                "the policy component's initial memory does not fit the memory cap of {} bytes (`--memory-mib`); raise the cap: {text}",
+                limits.memory_bytes
+            )
+        })
 }
 
 fn store_artifact(component: &Component, path: &Path) -> Result<()> {
@@ -285,7 +305,7 @@ fn store_artifact(component: &Component, path: &Path) -> Result<()> {
 /// [`crate::compiler_process`] can kill. A compile error is returned.
 pub fn precompile(wasm: &[u8], cache: &Cache, limits: Limits) -> Result<()> {
     let (engine, _) = shared_engine(&limits)?;
-    load_or_compile(&engine, wasm, &digest(wasm), cache).map(|_| ())
+    load_or_compile(&engine, wasm, &digest(wasm), cache, &limits).map(|_| ())
 }
 
 impl PolicyRuntime {
@@ -311,7 +331,8 @@ impl PolicyRuntime {
     pub fn from_bytes(wasm: &[u8], cache: &Cache, limits: Limits) -> Result<PolicyRuntime> {
         let (engine, pool_instances) = shared_engine(&limits)?;
         let digest = digest(wasm);
-        let (component, compiled_from_cache) = load_or_compile(&engine, wasm, &digest, cache)?;
+        let (component, compiled_from_cache) =
+            load_or_compile(&engine, wasm, &digest, cache, &limits)?;
         let imports: Vec<String> = component
             .component_type()
             .imports(&engine)

@@ -357,8 +357,9 @@ fn calls_larger_than_the_call_arena_answer_as_a_fresh_instance() {
 }
 
 /// The call arena is part of each instance's memory: with a 2 MiB cap
-/// (the module's own memory is 1.125 MiB), a prepared node still answers
-/// every fixture pod as an instance under the default cap does.
+/// (the module's own memory is 1.375 MiB, the arena's 256 KiB included), a
+/// prepared node still answers every fixture pod as an instance under the
+/// default cap does.
 #[test]
 fn a_two_mib_memory_cap_still_leaves_room_for_the_call_arena() {
     let policy = runtime(Limits::default());
@@ -371,6 +372,59 @@ fn a_two_mib_memory_cap_still_leaves_room_for_the_call_arena() {
     let (evaluated, _) = evaluate_as_one_shot(&policy, &node, &mut prepared, fixture_pods());
     assert!(evaluated > 10, "{evaluated} fixture pods evaluated");
     assert_eq!(prepared.prepared_count(), 1, "no call ran out of memory");
+}
+
+/// A cap below the module's own memory (its stack, data and call arena) is
+/// refused when the policy loads, with the cap and the flag that sets it,
+/// and no answer; the compiled artifact in the cache, sound, stays.
+#[test]
+fn a_memory_cap_below_the_modules_own_memory_is_refused_naming_the_flag() {
+    let cache = Cache::Dir(crate::util::temp_dir("memory-cap-cache"));
+    let artifacts = || {
+        let Cache::Dir(dir) = &cache else {
+            unreachable!()
+        };
+        let mut names: Vec<_> = std::fs::read_dir(dir)
+            .expect("the cache directory")
+            .map(|e| e.expect("an entry").file_name())
+            .collect();
+        names.sort();
+        names
+    };
+    PolicyRuntime::from_bytes(EMBEDDED_POLICY, &cache, Limits::default()).expect("loads");
+    let cached = artifacts();
+    assert_eq!(cached.len(), 1, "{cached:?}");
+    let refused = PolicyRuntime::from_bytes(
+        EMBEDDED_POLICY,
+        &cache,
+        Limits {
+            memory_bytes: 1 << 20,
+            ..Limits::default()
+        },
+    )
+    .err()
+    .expect("a 1 MiB cap is refused");
+    assert_eq!(artifacts(), cached, "the cached artifact is kept");
+    let text = format!("{refused:#}");
+    assert!(
+        text.contains("memory cap of 1048576 bytes (`--memory-mib`)")
+            && text.contains("minimum byte size"),
+        "{text}"
+    );
+    let (code, stdout, stderr) = crate::util::podpolicy(&[
+        "--memory-mib",
+        "1",
+        "explain",
+        "--node",
+        "fixtures/nodes/node-1000gi.yaml",
+        "fixtures/pods/kep-ide.yaml",
+    ]);
+    assert_ne!(code, 0);
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.contains("`--memory-mib`); raise the cap"),
+        "{stderr}"
+    );
 }
 
 /// The streaming `explain` (pods handed on one at a time, the node-level
