@@ -37,10 +37,15 @@ pub const WIT_VERSION: &str = policy_wasm::WIT_VERSION;
 
 /// Bytes of each pooled linear memory and table kept resident between
 /// instances when the kernel has `PAGEMAP_SCAN` (Linux >= 6.7): a fresh
-/// instance then reuses its slot's pages, reset by `memset` of only the pages
-/// the last call dirtied, instead of page-faulting every page it touches
-/// again. That halved a fresh 3-container evaluation here (BENCHMARKS.md).
-/// Without the ioctl wasmtime would `memset` all of it, so it stays off.
+/// instance then reuses its slot's pages, reset by `memset` of the resident
+/// ones, instead of page-faulting every page it touches again. That halved a
+/// fresh 3-container evaluation here (BENCHMARKS.md). The scan finds the
+/// pages ever touched in the slot, not only the last call's: without
+/// userfaultfd write-protection the kernel reports every resident page as
+/// written. Smaller values (down to 64 KiB) were measured: the reset gets
+/// cheaper, the next call page-faults as much back, and a fresh evaluation
+/// was no faster. Without the ioctl wasmtime would `memset` all of it, so
+/// it stays off.
 const KEEP_RESIDENT: usize = 4 << 20;
 
 /// How often the epoch ticker advances the engine's epoch.
