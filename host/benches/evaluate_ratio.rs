@@ -77,6 +77,9 @@ fn main() {
         .expect("call")
         .expect("the node prepares");
 
+    // A pooled instance and its store made and dropped without a call.
+    let instantiate_only = || policy.call(|_, _| Ok(())).expect("instantiates");
+
     println!("evaluate, cases interleaved in blocks of {BLOCK} calls, medians of {rounds} rounds");
     println!(
         "{:<14} {:>10} {:>10} {:>10} {:>12} {:>12} {:>12} {:>12} {:>14}",
@@ -137,9 +140,7 @@ fn main() {
             // The floor under `fresh`: a pooled instance and its store made
             // and dropped without a call (the slot's reset included), on
             // the slots the fresh calls of this pod size leave.
-            floor.push(block(|| {
-                policy.call(|_, _| Ok(())).expect("instantiates");
-            }));
+            floor.push(block(instantiate_only));
         }
         let (native, warm_time, fresh) = (median(native), median(warm_times), median(fresh));
         let (native_prep, warm_prep) = (median(native_prep), median(warm_prep));
@@ -172,9 +173,7 @@ fn main() {
         }
     }
     // The floor under `fresh` (see the loop): a case of its own for a profiler.
-    if profile_case::run_if("fresh-floor", &profile, || {
-        policy.call(|_, _| Ok(())).expect("instantiates");
-    }) {
+    if profile_case::run_if("fresh-floor", &profile, instantiate_only) {
         return;
     }
     profile_case::unknown(

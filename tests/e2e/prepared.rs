@@ -379,12 +379,10 @@ fn a_two_mib_memory_cap_still_leaves_room_for_the_call_arena() {
 /// and no answer; the compiled artifact in the cache, sound, stays.
 #[test]
 fn a_memory_cap_below_the_modules_own_memory_is_refused_naming_the_flag() {
-    let cache = Cache::Dir(crate::util::temp_dir("memory-cap-cache"));
+    let dir = crate::util::temp_dir("memory-cap-cache");
+    let cache = Cache::Dir(dir.clone());
     let artifacts = || {
-        let Cache::Dir(dir) = &cache else {
-            unreachable!()
-        };
-        let mut names: Vec<_> = std::fs::read_dir(dir)
+        let mut names: Vec<_> = std::fs::read_dir(&dir)
             .expect("the cache directory")
             .map(|e| e.expect("an entry").file_name())
             .collect();
