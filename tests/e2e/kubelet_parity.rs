@@ -910,16 +910,18 @@ fn an_old_contract_component_is_refused_naming_both_versions() {
     }
 }
 
-/// A component of a later contract in today's interface layout is refused
-/// from its export names alone (`podpolicy:policy/node@1.0.0`, ...), naming
+/// A component of a later contract in today's interface layout (or of an
+/// earlier one with versioned interfaces) is refused from its export names
+/// alone (`podpolicy:policy/node@2.0.0`, ...), naming
 /// both versions; and today's component imports nothing although its types
 /// live in interfaces.
 #[test]
 fn a_later_contract_component_is_refused_from_its_export_names() {
-    // 1.0.0, later than this host; 0.9.0, the first contract of versioned
-    // interfaces, whose cgroup files were name and value strings; and
-    // 0.10.0, without the node-cgroups sum: each refused, naming both.
-    for other in ["1.0.0", "0.9.0", "0.10.0"] {
+    // 1.1.0 and 2.0.0, later than this host; 0.9.0, the first contract of
+    // versioned interfaces, whose cgroup files were name and value strings;
+    // 0.10.0, without the node-cgroups sum; and 0.11.0, the last draft
+    // before 1.0.0: each refused, naming both.
+    for other in ["1.1.0", "2.0.0", "0.9.0", "0.10.0", "0.11.0"] {
         refused_naming_both(
             &crate::hostile_policy::later_contract_component(other),
             other,
