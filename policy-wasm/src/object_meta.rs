@@ -40,13 +40,24 @@ fn dns1123_label(field: &str, value: &str, errors: &mut Vec<FieldError>) {
     }
 }
 
-/// Upstream `IsDNS1123Subdomain`'s findings for `value` at `field`.
-fn dns1123_subdomain(field: &str, value: &str, errors: &mut Vec<FieldError>) {
+/// Upstream `IsDNS1123Subdomain`: what is wrong with `value` as an RFC
+/// 1123 subdomain, in upstream's words (also the prefix check of a
+/// qualified resource name, `resource_name`).
+pub(crate) fn dns1123_subdomain_messages(value: &str) -> Vec<&'static str> {
+    let mut messages = Vec::new();
     if value.len() > DNS1123_SUBDOMAIN_MAX {
-        errors.push(invalid(field, value, "must be no more than 253 characters"));
+        messages.push("must be no more than 253 characters");
     }
     if !value.split('.').all(is_label) {
-        errors.push(invalid(field, value, SUBDOMAIN_FORMAT));
+        messages.push(SUBDOMAIN_FORMAT);
+    }
+    messages
+}
+
+/// Upstream `IsDNS1123Subdomain`'s findings for `value` at `field`.
+fn dns1123_subdomain(field: &str, value: &str, errors: &mut Vec<FieldError>) {
+    for message in dns1123_subdomain_messages(value) {
+        errors.push(invalid(field, value, message));
     }
 }
 

@@ -16,10 +16,8 @@ use crate::field_error::{FieldError, FieldErrorType, field_error};
 use crate::model::{Container, ContainerKind, FieldPath, Pod, Requirements, ResourceMap};
 use crate::node::{CgroupVersion, NodeConfig};
 use crate::quantity::Quantity;
+use crate::resource_name;
 use crate::resources::{self, is_hugepages, is_supported_pod_level_resource};
-
-/// Resource names a container may use without a domain prefix.
-const STANDARD_CONTAINER_RESOURCES: &[&str] = &["cpu", "memory", "ephemeral-storage"];
 
 fn invalid(field: String, value: &Quantity, message: String) -> FieldError {
     let mut e = field_error(field, FieldErrorType::Invalid, message);
@@ -219,15 +217,42 @@ fn validate_pod_level(
     }
 }
 
-/// `field` builds the entry's path; it runs only when there is an error.
+/// Upstream `validateResourceName`: a qualified name, and a standard
+/// resource type when it has no domain prefix. `field` builds the entry's
+/// path; it runs only when there is an error. Returns whether `name` passed.
+fn validate_generic_resource_name(
+    name: &str,
+    field: &impl Fn() -> String,
+    errors: &mut Vec<FieldError>,
+) -> bool {
+    let invalid_name = |message: &str| FieldError::invalid(field(), message, name);
+    let qualified = resource_name::qualified_name_errors(name);
+    if !qualified.is_empty() {
+        errors.extend(qualified.iter().map(|message| invalid_name(message)));
+        return false;
+    }
+    if resource_name::is_unqualified(name) && !resource_name::is_standard_resource_name(name) {
+        errors.push(invalid_name(
+            "must be a standard resource type or fully qualified",
+        ));
+        return false;
+    }
+    true
+}
+
+/// Upstream `validatePodResourceName` (`pod_level`) or
+/// `validateContainerResourceName`: the generic checks, then what the pod
+/// level supports, or what a container may name.
 fn validate_resource_name(
     name: &str,
     field: impl Fn() -> String,
     pod_level: bool,
     errors: &mut Vec<FieldError>,
 ) {
+    let generic_ok = validate_generic_resource_name(name, &field, errors);
     if pod_level {
-        if !is_supported_pod_level_resource(name) {
+        // The pod level reports only the first kind of problem it finds.
+        if generic_ok && !is_supported_pod_level_resource(name) {
             let mut e = field_error(
                 field(),
                 FieldErrorType::NotSupported,
@@ -238,15 +263,32 @@ fn validate_resource_name(
         }
         return;
     }
-    let qualified = name.contains('/');
-    if !qualified && !STANDARD_CONTAINER_RESOURCES.contains(&name) && !is_hugepages(name) {
-        let mut e = field_error(
-            field(),
-            FieldErrorType::Invalid,
-            "must be a standard resource for containers",
-        );
-        e.bad_value = Some(crate::model::truncate(name));
-        errors.push(e);
+    // A container's name is judged again whatever the generic checks found
+    // (`disk` is reported twice upstream).
+    let message = if resource_name::is_unqualified(name) {
+        (!resource_name::is_standard_container_resource_name(name))
+            .then_some("must be a standard resource for containers")
+    } else {
+        (!resource_name::is_native_resource(name)
+            && !resource_name::is_extended_resource_name(name))
+        .then_some("doesn't follow extended resource name standard")
+    };
+    if let Some(message) = message {
+        errors.push(FieldError::invalid(field(), message, name));
+    }
+}
+
+/// Upstream `ValidateResourceQuantityValue`, the part decoding leaves:
+/// object counts and extended resources are whole numbers (a negative
+/// quantity is refused where the pod is decoded).
+fn validate_quantity_value(
+    name: &str,
+    q: &Quantity,
+    field: &impl Fn() -> String,
+    errors: &mut Vec<FieldError>,
+) {
+    if resource_name::is_integer_resource_name(name) && q.milli_value() % 1000 != 0 {
+        errors.push(invalid(field(), q, "must be an integer".to_string()));
     }
 }
 
@@ -289,18 +331,23 @@ fn validate_requirements(
     for (name, q) in limits {
         let field = || format!("{path}.limits[{name}]");
         validate_resource_name(name, field, pod_level, errors);
+        validate_quantity_value(name, q, &field, errors);
         if is_hugepages(name) {
             hugepages = true;
             validate_hugepage_value(name, q, field, errors);
         }
         cpu_or_memory |= name == "cpu" || name == "memory";
     }
+    // Upstream reports a request that does not fit its limit at
+    // `<path>.requests`, and a missing limit at `<path>.limits`, without
+    // the resource's key (the value and the message name it).
     for (name, q) in requests {
         let field = || format!("{path}.requests[{name}]");
         validate_resource_name(name, field, pod_level, errors);
+        validate_quantity_value(name, q, &field, errors);
         match limits.get(name) {
             Some(limit) if q != limit && !is_overcommit_allowed(name) => errors.push(invalid(
-                format!("{path}.requests[{name}]"),
+                format!("{path}.requests"),
                 q,
                 format!(
                     "must be equal to {name} limit of {}",
@@ -308,7 +355,7 @@ fn validate_requirements(
                 ),
             )),
             Some(limit) if q > limit => errors.push(invalid(
-                format!("{path}.requests[{name}]"),
+                format!("{path}.requests"),
                 q,
                 format!(
                     "must be less than or equal to {name} limit of {}",
@@ -317,7 +364,7 @@ fn validate_requirements(
             )),
             Some(_) => {}
             None if !is_overcommit_allowed(name) => errors.push(field_error(
-                format!("{path}.limits[{name}]"),
+                format!("{path}.limits"),
                 FieldErrorType::Required,
                 "Limit must be set for non overcommitable resources",
             )),

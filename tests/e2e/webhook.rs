@@ -436,7 +436,7 @@ async fn validate_of_each_invalid_example_gives_the_documented_messages() {
         .expect("request");
     assert_eq!(
         response_of(&reply, "row06")["status"]["message"],
-        "Pod \"row06-invalid-derived-request\" is invalid: spec.resources.requests[memory]: \
+        "Pod \"row06-invalid-derived-request\" is invalid: spec.resources.requests: \
          Invalid value: \"120Gi\": must be less than or equal to memory limit of 100Gi"
     );
     server.stop().await;
