@@ -13,8 +13,10 @@
 //!   [`validate_pod_scope_resources`]);
 //! - `hints`: `policy_static.go`'s `GetTopologyHints` / `GetPodTopologyHints`
 //!   ([`calculate_hints`]);
-//! - `policy_static`: `policy_static.go`'s `Allocate`, `AllocatePod`,
-//!   `RemoveContainer` and `validateState` ([`allocate`], [`allocate_pod`]);
+//! - `policy_static`: `policy_static.go`'s `Allocate`, `AllocatePod` and
+//!   `RemoveContainer` ([`allocate`], [`allocate_pod`], [`remove_container`]);
+//! - `start`: its `Start` / `validateState` ([`start`]: a loaded state
+//!   against the blocks it holds);
 //! - `errors`: [`MemoryError`], [`PodScopeError`] and the admission reasons.
 //!
 //! The submodules are private: every item is re-exported here, so
@@ -47,9 +49,12 @@ mod hints;
 mod machine_state;
 mod pod;
 mod policy_static;
+mod start;
 mod state;
 #[cfg(test)]
 mod test_support;
+#[cfg(test)]
+mod upstream_tests;
 
 pub use errors::{
     ERROR_EMPTY_POD_SHARED_POOL, ERROR_UNEXPECTED_ADMISSION, MemoryError, PodScopeError,
@@ -63,7 +68,8 @@ pub use pod::{
     MemoryContainer, MemoryPod, PodLevelGates, get_container_requested_resources,
     get_pod_requested_resources, validate_pod_scope_resources,
 };
-pub use policy_static::{allocate, allocate_pod, expected_machine_state, remove_container};
+pub use policy_static::{allocate, allocate_pod, remove_container};
+pub use start::{StartError, expected_machine_state, start};
 pub use state::{
     Block, MEMORY, MemoryState, MemoryTable, NumaNodeMap, NumaNodeState, ReusableMemory,
     is_memory_resource,

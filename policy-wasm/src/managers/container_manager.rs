@@ -11,8 +11,6 @@
 //! `memorymanager/memory_manager.go`'s `NewManager` and `Start` with
 //! `memorymanager/policy_static.go`'s `NewPolicyStatic` and `validateState`.
 
-use std::collections::BTreeMap;
-
 use super::Result;
 use super::config::{Config, static_reservation};
 use super::errors::ConfigError;
@@ -174,50 +172,6 @@ pub(super) fn managers(
     }))
 }
 
-/// Whether a loaded machine state matches the one its blocks imply
-/// (upstream `validateState` / `areMachineStatesEqual`). Blocks over several
-/// NUMA nodes are compared by group sums: how such a block splits across
-/// its nodes depends on the order of earlier allocations and releases.
-fn machine_states_match(got: &NumaNodeMap, want: &NumaNodeMap) -> bool {
-    if got.keys().ne(want.keys()) {
-        return false;
-    }
-    let mut groups: BTreeMap<(Vec<usize>, String), (u64, u64)> = BTreeMap::new();
-    for (id, got_node) in got {
-        let Some(want_node) = want.get(id) else {
-            return false;
-        };
-        let mut got_cells = got_node.cells.clone();
-        got_cells.sort_unstable();
-        let mut want_cells = want_node.cells.clone();
-        want_cells.sort_unstable();
-        if got_node.number_of_assignments != want_node.number_of_assignments
-            || got_cells != want_cells
-            || got_node.memory_map.keys().ne(want_node.memory_map.keys())
-        {
-            return false;
-        }
-        for (resource, got_table) in &got_node.memory_map {
-            let Some(want_table) = want_node.memory_map.get(resource) else {
-                return false;
-            };
-            if got_table.total != want_table.total
-                || got_table.system_reserved != want_table.system_reserved
-                || got_table.allocatable != want_table.allocatable
-                || got_table.reserved.checked_add(got_table.free) != Some(got_table.allocatable)
-            {
-                return false;
-            }
-            let sums = groups
-                .entry((want_cells.clone(), resource.clone()))
-                .or_insert((0, 0));
-            sums.0 = sums.0.saturating_add(got_table.reserved);
-            sums.1 = sums.1.saturating_add(want_table.reserved);
-        }
-    }
-    groups.values().all(|(got, want)| got == want)
-}
-
 /// `Start` of both managers: the checkpoint's policy names must match the
 /// configured ones; the static CPU policy checks or initialises the CPU
 /// state; the static memory policy checks the machine state against its
@@ -265,55 +219,12 @@ pub(super) fn start(
     }
     next.memory_policy = memory_name.to_string();
     if let Some(policy) = &managers.memory {
-        let memory = &states.memory;
-        if memory.machine_state.is_empty() {
-            if !memory.assignments.is_empty() || !memory.pod_assignments.is_empty() {
-                return Err(ConfigError::new(
-                    "Start",
-                    "state.memory.machineState",
-                    "[memorymanager] machine state can not be empty when it has memory assignments",
-                ));
-            }
-            next.memory.machine_state = policy.default_machine.clone();
-        } else {
-            let expected = mm::expected_machine_state(&policy.default_machine, memory);
-            if !machine_states_match(&memory.machine_state, &expected) {
-                return Err(ConfigError::new(
-                    "Start",
-                    "state.memory.machineState",
-                    "[memorymanager] the expected machine state is different from the real one",
-                ));
-            }
-        }
+        next.memory = mm::start(
+            &policy.default_machine,
+            &states.memory,
+            managers.gates.pod_level_resource_managers,
+        )
+        .map_err(|e| ConfigError::new("Start", e.field, e.message))?;
     }
     Ok(next)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    const GIB: u64 = 1 << 30;
-    use crate::memory_manager::{MemoryTable, NumaNodeState};
-
-    #[test]
-    fn multi_numa_blocks_compare_by_group() {
-        let table = |reserved: u64| MemoryTable {
-            total: 4 * GIB,
-            system_reserved: 0,
-            allocatable: 4 * GIB,
-            reserved,
-            free: 4 * GIB - reserved,
-        };
-        let node = |reserved: u64| NumaNodeState {
-            number_of_assignments: 1,
-            memory_map: BTreeMap::from([(mm::MEMORY.to_string(), table(reserved))]),
-            cells: vec![0, 1],
-        };
-        let want: NumaNodeMap = BTreeMap::from([(0, node(4 * GIB)), (1, node(GIB))]);
-        // The same 5Gi, split the other way after a release: still consistent.
-        let got: NumaNodeMap = BTreeMap::from([(0, node(3 * GIB)), (1, node(2 * GIB))]);
-        assert!(machine_states_match(&got, &want));
-        let short: NumaNodeMap = BTreeMap::from([(0, node(3 * GIB)), (1, node(GIB))]);
-        assert!(!machine_states_match(&short, &want));
-    }
 }

@@ -1,11 +1,11 @@
 //! The static policy's allocation: the mask a hint becomes, exclusive
 //! blocks for a container ([`allocate`]) or a pod ([`allocate_pod`]),
-//! their release ([`remove_container`]), and the machine state a state
-//! implies ([`expected_machine_state`]).
+//! and their release ([`remove_container`]). `start` checks a loaded
+//! state against the blocks it holds.
 //!
 //! Mirrors the allocation half of upstream
 //! `pkg/kubelet/cm/memorymanager/policy_static.go` (`Allocate`,
-//! `AllocatePod`, `RemoveContainer`, `validateState`, `updateMachineState`,
+//! `AllocatePod`, `RemoveContainer`, `updateMachineState`,
 //! `releaseMemory`, the init-container memory reuse).
 
 use std::collections::BTreeMap;
@@ -111,7 +111,7 @@ fn choose_hint(
 /// Upstream `updateMachineState`: count the block on every node of the mask,
 /// tie the nodes into the mask's group, and reserve `size` from the nodes'
 /// free memory in ascending node order.
-fn reserve(machine: &mut NumaNodeMap, bits: &[usize], resource: &str, mut size: u64) {
+pub(super) fn reserve(machine: &mut NumaNodeMap, bits: &[usize], resource: &str, mut size: u64) {
     for node in bits {
         let Some(state) = machine.get_mut(node) else {
             continue;
@@ -446,38 +446,6 @@ pub fn remove_container(
     delete_container(&mut next, pod_uid, container_name);
     release(&mut next.machine_state, blocks);
     next
-}
-
-/// Upstream `validateState`'s expected machine state: `default` with every
-/// block of `state` reserved again, pod-level blocks once per pod (the
-/// container blocks of such a pod overlap them and are skipped). Blocks on
-/// unknown nodes or resources reserve nothing there.
-pub fn expected_machine_state(default: &NumaNodeMap, state: &MemoryState) -> NumaNodeMap {
-    let mut machine = default.clone();
-    for blocks in state.pod_assignments.values() {
-        for block in blocks {
-            reserve(
-                &mut machine,
-                &block.numa_affinity,
-                &block.resource,
-                block.size,
-            );
-        }
-    }
-    for (pod_uid, containers) in &state.assignments {
-        if state.pod_assignments.contains_key(pod_uid) {
-            continue;
-        }
-        for block in containers.values().flatten() {
-            reserve(
-                &mut machine,
-                &block.numa_affinity,
-                &block.resource,
-                block.size,
-            );
-        }
-    }
-    machine
 }
 
 #[cfg(test)]
