@@ -560,6 +560,55 @@ fn unknown_fields_fail_the_case() {
     );
 }
 
+/// The upstream unit-test corpus (tests/vectors/upstream-unit): cases of
+/// upstream's API validation and defaulting, CPU manager and topology
+/// manager unit tests the shared vectors do not carry. Every case passes,
+/// none is skipped, and each names the upstream file or package it comes
+/// from.
+#[test]
+fn upstream_unit_corpus() {
+    let dir = vectors_dir().join("upstream-unit");
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .expect("tests/vectors/upstream-unit")
+        .map(|entry| entry.expect("dir entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "json"))
+        .collect();
+    paths.sort();
+    assert!(paths.len() >= 7, "{} upstream unit-test files", paths.len());
+    let mut total = Totals::default();
+    for path in &paths {
+        let file: Value =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("read")).expect("json");
+        assert!(
+            file["source_commit"]
+                .as_str()
+                .is_some_and(|c| !c.is_empty()),
+            "{}: no source_commit",
+            path.display()
+        );
+        for case in file["cases"].as_array().expect("cases") {
+            let source = case["source"].as_str().unwrap_or_default();
+            assert!(
+                source.contains(".go") || source.contains("pkg/"),
+                "{}: {}: source {source:?} names no upstream file",
+                path.display(),
+                case["name"]
+            );
+        }
+        let report = run_file(policy(), path).expect("upstream unit-test file runs");
+        total.add(report.totals());
+        let not_passed: Vec<String> = report
+            .cases
+            .iter()
+            .filter(|c| !matches!(c.outcome, Outcome::Pass))
+            .map(|c| format!("{}: {:?}", c.name, c.outcome))
+            .collect();
+        assert!(not_passed.is_empty(), "{}: {not_passed:#?}", path.display());
+    }
+    assert!(total.passed >= 270, "{total}");
+    assert_eq!(total.skipped, 0, "{total}");
+}
+
 /// The upstream corpus's adapters read every field: an unknown input or
 /// expected field, an unknown node setting or cpuset spec key fails the
 /// case, and a changed expected value fails it.
