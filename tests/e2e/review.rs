@@ -54,11 +54,11 @@ fn an_invalid_pod_is_denied_with_its_field_path() {
     assert_eq!(status["reason"], "Invalid");
     let causes = status["details"]["causes"].as_array().unwrap();
     assert!(
-        causes.iter().any(
-            |c| c["field"] == "spec.containers[0].resources.requests"
+        causes
+            .iter()
+            .any(|c| c["field"] == "spec.containers[0].resources.requests"
                 && c["message"]
-                    == "Invalid value: \"2Gi\": must be less than or equal to memory limit of 1Gi"
-        ),
+                    == "Invalid value: \"2Gi\": must be less than or equal to memory limit of 1Gi"),
         "{status}"
     );
 }
