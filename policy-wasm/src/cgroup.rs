@@ -17,7 +17,7 @@ use crate::model::{Container, ContainerKind, Pod, ResourceMap};
 use crate::node::{CgroupVersion, CpuWeightCurve, NodeConfig};
 use crate::qos::QosClass;
 use crate::quantity::{Quantity, mul_div};
-use crate::resources::{self, pod_level_resources_set};
+use crate::resources::{self, container_limit_with_pod_fallback, pod_level_resources_set};
 
 // Memory QoS's switch and its memory.min / memory.low choice live in
 // `memory_qos`: cgroup depends on memory_qos, never the other way round.
@@ -288,30 +288,6 @@ pub fn pod_resource_config_from(
     config
 }
 
-/// The container's CPU limit, falling back to the pod-level limit when the
-/// container has none (KEP-2837 row 7, annotation [c]; upstream `getCPULimit`).
-fn limit_with_pod_fallback(
-    pod: &Pod,
-    c: &Container,
-    node: &NodeConfig,
-    resource: &str,
-) -> Quantity {
-    let own = c
-        .resources
-        .limits()
-        .get(resource)
-        .copied()
-        .unwrap_or_default();
-    if node.gates.pod_level_resources && pod_level_resources_set(pod) && own.is_zero() {
-        return pod
-            .resources
-            .as_ref()
-            .and_then(|r| r.limits().get(resource).copied())
-            .unwrap_or_default();
-    }
-    own
-}
-
 /// The CRI `LinuxContainerResources` for one container (upstream
 /// `generateLinuxContainerResources` / `calculateLinuxResources`).
 pub fn container_resource_config(
@@ -321,8 +297,8 @@ pub fn container_resource_config(
     qos: QosClass,
 ) -> ResourceConfig {
     let cpu_request = c.resources.requests().get("cpu").copied();
-    let cpu_limit = limit_with_pod_fallback(pod, c, node, "cpu");
-    let memory_limit = limit_with_pod_fallback(pod, c, node, "memory");
+    let cpu_limit = container_limit_with_pod_fallback(pod, c, &node.gates, "cpu");
+    let memory_limit = container_limit_with_pod_fallback(pod, c, &node.gates, "memory");
 
     // Upstream: a missing request defaults to the limit (the API server does
     // this for new pods; the kubelet repeats it for old ones).

@@ -6,7 +6,10 @@
 //! the pod request its containers do not claim, so a container without a
 //! request is not the first victim inside a pod that asked for memory.
 //! Sidecars are capped at the score of the regular container with the
-//! smallest request. Results stay in [3, 999] for Burstable.
+//! smallest request. With `KubeletOOMScoreAdjTieBreak`, Burstable scores
+//! that round alike are told apart by a few points (request size, and a
+//! limit within the request), and sidecars are capped by the highest such
+//! score of a regular container. Results stay in [3, 999] for Burstable.
 
 use crate::features::FeatureGates;
 use crate::model::{Container, ContainerKind, Pod};
@@ -33,17 +36,21 @@ pub fn is_mirror_pod(pod: &Pod) -> bool {
         .any(|(k, _)| k == "kubernetes.io/config.mirror")
 }
 
+/// Whether the kubelet runs the pod from a file or an URL rather than the
+/// API server (upstream `IsStaticPod`: a `kubernetes.io/config.source`
+/// annotation other than `api`, as the kubelet sets it on static pods).
+pub fn is_static_pod(pod: &Pod) -> bool {
+    pod.annotations
+        .iter()
+        .find(|(k, _)| k == "kubernetes.io/config.source")
+        .is_some_and(|(_, source)| source != "api")
+}
+
 /// `IsCriticalPod`: static, mirror, or priority at least system-critical.
 pub fn is_critical_pod(pod: &Pod) -> bool {
-    let annotation = |key: &str| {
-        pod.annotations
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    };
-    let is_static = annotation("kubernetes.io/config.source").is_some_and(|source| source != "api");
-    let is_mirror = is_mirror_pod(pod);
-    is_static || is_mirror || pod.priority.is_some_and(|p| p >= SYSTEM_CRITICAL_PRIORITY)
+    is_static_pod(pod)
+        || is_mirror_pod(pod)
+        || pod.priority.is_some_and(|p| p >= SYSTEM_CRITICAL_PRIORITY)
 }
 
 /// `IsNodeCriticalPod`: critical and of class `system-node-critical`.
@@ -99,6 +106,43 @@ fn burstable_score(request: i128, memory_capacity: i128) -> i128 {
     1000 - crate::quantity::mul_div(1000, request, memory_capacity)
 }
 
+/// The smallest request `KubeletOOMScoreAdjTieBreak` tells apart
+/// (`oomScoreAdjTieBreakFloor`, 64Mi): on nodes whose adj point
+/// (capacity / 1000) is no larger, requests are apart enough already.
+const TIE_BREAK_FLOOR: i128 = 64 << 20;
+
+/// `floor(log2(x))`, or 0 below 1 (upstream `log2Floor`).
+fn log2_floor(x: i128) -> i128 {
+    if x < 1 {
+        0
+    } else {
+        // x fits in 127 bits: ilog2 is at most 126.
+        x.ilog2() as i128
+    }
+}
+
+/// Upstream `tieBreakOOMScoreAdjust` (`KubeletOOMScoreAdjTieBreak`):
+/// Burstable containers whose requests round to the same linear score are
+/// told apart by one point per doubling of the request above 64Mi, at most
+/// `log2(capacity / 1000 / 64Mi)` points; a container whose enforced limit
+/// (`limit`, 0 = none) is within its request can never be over its request
+/// and drops that many points and one more. `request` is the effective
+/// request the linear score came from.
+fn tie_break(linear: i128, request: i128, limit: i128, capacity: i128) -> i128 {
+    let max_nudge = log2_floor(capacity / 1000 / TIE_BREAK_FLOOR);
+    let mut adj = linear - log2_floor(request / TIE_BREAK_FLOOR).min(max_nudge);
+    if limit > 0 && limit <= request {
+        adj -= max_nudge + 1;
+    }
+    adj
+}
+
+/// The memory limit the kubelet sets on the container's cgroup, in bytes
+/// (0 = none): upstream `enforcedMemoryLimit`.
+fn enforced_memory_limit(pod: &Pod, c: &Container, gates: &FeatureGates) -> i128 {
+    crate::resources::container_limit_with_pod_fallback(pod, c, gates, "memory").value() as i128
+}
+
 /// `oom_score_adj` for `container` of `pod` on a node with `memory_capacity` bytes.
 pub fn container_oom_score_adj(
     pod: &Pod,
@@ -120,6 +164,9 @@ pub struct PodOomFacts {
     remaining: i128,
     /// The smallest memory request among regular containers (caps sidecars).
     min_regular_request: Option<i128>,
+    /// With `KubeletOOMScoreAdjTieBreak`, the highest tie-broken score
+    /// among regular containers, before clamping (caps sidecars instead).
+    max_regular_tie_broken: Option<i128>,
 }
 
 impl PodOomFacts {
@@ -140,6 +187,7 @@ impl PodOomFacts {
                 capacity: 1,
                 remaining: 0,
                 min_regular_request: None,
+                max_regular_tie_broken: None,
             };
         }
         let remaining =
@@ -148,16 +196,35 @@ impl PodOomFacts {
             } else {
                 0
             };
+        // A node without memory is not a node; avoid dividing by zero.
+        let capacity = (memory_capacity as i128).max(1);
+        // Upstream `maxRegularContainerOOMScoreAdjust`.
+        let max_regular_tie_broken = if gates.kubelet_oom_score_adj_tie_break {
+            pod.containers
+                .iter()
+                .map(|c| {
+                    let request = memory_request(pod, c, gates) + remaining;
+                    tie_break(
+                        burstable_score(request, capacity),
+                        request,
+                        enforced_memory_limit(pod, c, gates),
+                        capacity,
+                    )
+                })
+                .max()
+        } else {
+            None
+        };
         PodOomFacts {
             fixed,
-            // A node without memory is not a node; avoid dividing by zero.
-            capacity: (memory_capacity as i128).max(1),
+            capacity,
             remaining,
             min_regular_request: pod
                 .containers
                 .iter()
                 .map(|c| memory_request(pod, c, gates))
                 .min(),
+            max_regular_tie_broken,
         }
     }
 
@@ -167,11 +234,25 @@ impl PodOomFacts {
             return fixed;
         }
         let (capacity, remaining) = (self.capacity, self.remaining);
-        let mut adj = burstable_score(memory_request(pod, container, gates) + remaining, capacity);
-        if container.kind == ContainerKind::Sidecar
-            && let Some(min_request) = self.min_regular_request
-        {
-            adj = adj.min(burstable_score(min_request + remaining, capacity));
+        let request = memory_request(pod, container, gates) + remaining;
+        let mut adj = burstable_score(request, capacity);
+        if gates.kubelet_oom_score_adj_tie_break {
+            let limit = enforced_memory_limit(pod, container, gates);
+            adj = tie_break(adj, request, limit, capacity);
+        }
+        if container.kind == ContainerKind::Sidecar {
+            // The tie-break makes the smallest request no longer the
+            // highest score, so sidecars are capped by every regular
+            // container's tie-broken score then.
+            let cap = if gates.kubelet_oom_score_adj_tie_break {
+                self.max_regular_tie_broken
+            } else {
+                self.min_regular_request
+                    .map(|min_request| burstable_score(min_request + remaining, capacity))
+            };
+            if let Some(cap) = cap {
+                adj = adj.min(cap);
+            }
         }
         let floor = (1000 + GUARANTEED_OOM_SCORE_ADJ) as i128;
         if adj < floor {

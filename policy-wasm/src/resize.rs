@@ -438,21 +438,60 @@ fn validate_kubelet(current: &Pod, desired: &Pod, node: &NodeConfig) -> Vec<Fiel
     errors
 }
 
-/// `podResizesAdmitHandler`: a Guaranteed pod cannot resize next to the
-/// static CPU or memory manager unless the matching
-/// `InPlacePodVerticalScalingExclusive*` gate is on.
-fn infeasible_with_managers(current: &Pod, node: &NodeConfig) -> Option<String> {
+/// The kubelet's `IsInPlacePodVerticalScalingAllowed` (allocation manager):
+/// a static pod, run from a file the kubelet reads, is never resized in
+/// place; the API server sees only its mirror, which `validate_api` refuses.
+fn not_resizable_in_place(current: &Pod) -> Option<String> {
+    crate::oom::is_static_pod(current)
+        .then(|| "In-place resize of static-pods is not supported".to_string())
+}
+
+/// Upstream `guaranteedPodResourceResizeRequired`: whether a resizable
+/// container (regular, or sidecar) asks for another `resource` request than
+/// its current (allocated) one.
+fn request_changes(current: &Pod, desired: &Pod, resource: &str) -> bool {
+    desired.init_and_regular().any(|new| {
+        if new.kind != ContainerKind::Regular && new.kind != ContainerKind::Sidecar {
+            return false;
+        }
+        let old = current
+            .init_and_regular()
+            .find(|c| c.name == new.name)
+            .and_then(|c| c.resources.requests().get(resource).copied())
+            .unwrap_or_default();
+        let wanted = new
+            .resources
+            .requests()
+            .get(resource)
+            .copied()
+            .unwrap_or_default();
+        old != wanted
+    })
+}
+
+/// `canResizePod`'s first checks: a Guaranteed pod cannot change its CPU
+/// requests next to the static CPU manager, nor its memory requests next to
+/// the Static memory manager, unless the matching
+/// `InPlacePodVerticalScalingExclusive*` gate is on. A resize of the other
+/// resource goes ahead.
+fn infeasible_with_managers(current: &Pod, desired: &Pod, node: &NodeConfig) -> Option<String> {
     let gates = &node.gates;
     if pod_qos(current, gates) != QosClass::Guaranteed {
         return None;
     }
-    if node.cpu_manager_static && !gates.in_place_pod_vertical_scaling_exclusive_cpus {
+    if node.cpu_manager_static
+        && !gates.in_place_pod_vertical_scaling_exclusive_cpus
+        && request_changes(current, desired, "cpu")
+    {
         return Some(
             "Resize is infeasible for Guaranteed Pods alongside CPU Manager policy \"static\""
                 .to_string(),
         );
     }
-    if node.memory_manager_static && !gates.in_place_pod_vertical_scaling_exclusive_memory {
+    if node.memory_manager_static
+        && !gates.in_place_pod_vertical_scaling_exclusive_memory
+        && request_changes(current, desired, "memory")
+    {
         return Some(
             "Resize is infeasible for Guaranteed Pods alongside Memory Manager policy \"Static\""
                 .to_string(),
@@ -508,43 +547,51 @@ fn exceeds_node_allocatable(desired: &Pod, node: &NodeConfig) -> Option<FieldErr
     })
 }
 
-/// The fit check: Infeasible beyond allocatable, Deferred beyond what the
-/// other pods leave free (pod overhead included, as the kubelet adds it).
+/// The fit check (`canResizePod`, then the admission handlers): Infeasible
+/// when the pod's requests exceed what the node can allocate at all (memory
+/// reported before cpu when both do), else Deferred when they exceed what
+/// the other pods leave free (cpu first, as the admission predicate lists
+/// them); pod overhead included, as the kubelet adds it.
 fn fit(desired: &Pod, others: &ResourceMap, node: &NodeConfig) -> (ResizeDecision, String) {
     let requests = resources::pod_requests(
         desired,
         &resources::kubelet_options(&node.gates),
         &node.gates,
     );
-    for resource in RESIZABLE {
-        let Some(want) = requests.get(resource) else {
-            continue;
-        };
-        let capacity = node.allocatable.get(resource).copied().unwrap_or_default();
-        let (want_units, capacity_units) = match resource {
-            "cpu" => (want.milli_value(), capacity.milli_value()),
-            _ => (want.value(), capacity.value()),
-        };
-        if want_units > capacity_units {
-            return (
-                ResizeDecision::Infeasible,
-                format!(
-                    "Node didn't have enough capacity: {resource}, requested: {want_units}, capacity: {capacity_units}"
-                ),
-            );
+    let units = |resource: &str, q: Option<&crate::quantity::Quantity>| {
+        let q = q.copied().unwrap_or_default();
+        if resource == "cpu" {
+            q.milli_value()
+        } else {
+            q.value()
         }
-        let used = others.get(resource).map_or(0, |q| {
-            if resource == "cpu" {
-                q.milli_value()
-            } else {
-                q.value()
-            }
-        });
-        if want_units.saturating_add(used) > capacity_units {
+    };
+    let wanted = |resource: &str| units(resource, requests.get(resource));
+    let capacity = |resource: &str| units(resource, node.allocatable.get(resource));
+    if let Some(resource) = ["memory", "cpu"]
+        .into_iter()
+        .find(|r| requests.contains_key(*r) && wanted(r) > capacity(r))
+    {
+        return (
+            ResizeDecision::Infeasible,
+            format!(
+                "Node didn't have enough capacity: {resource}, requested: {}, capacity: {}",
+                wanted(resource),
+                capacity(resource)
+            ),
+        );
+    }
+    for resource in RESIZABLE {
+        if !requests.contains_key(resource) {
+            continue;
+        }
+        let (want, capacity) = (wanted(resource), capacity(resource));
+        let used = units(resource, others.get(resource));
+        if want.saturating_add(used) > capacity {
             return (
                 ResizeDecision::Deferred,
                 format!(
-                    "Node didn't have enough resource: {resource}, requested: {want_units}, used: {used}, capacity: {capacity_units}"
+                    "Node didn't have enough resource: {resource}, requested: {want}, used: {used}, capacity: {capacity}"
                 ),
             );
         }
@@ -756,7 +803,9 @@ pub fn plan(
     if let Some(error) = exceeds_node_allocatable(desired_pod, node) {
         return rejected(ResizeDecision::Invalid, error.message.clone(), vec![error]);
     }
-    if let Some(message) = infeasible_with_managers(current_pod, node) {
+    if let Some(message) = not_resizable_in_place(current_pod)
+        .or_else(|| infeasible_with_managers(current_pod, desired_pod, node))
+    {
         return rejected(ResizeDecision::Infeasible, message, Vec::new());
     }
     let (decision, message) = fit(desired_pod, others, node);

@@ -36,6 +36,32 @@ pub fn pod_level_resources_set(pod: &Pod) -> bool {
     })
 }
 
+/// The container's limit of `resource` as the kubelet sets it on the
+/// container's cgroup: its own, or, when it has none, the pod-level limit
+/// (KEP-2837 row 7, annotation [c]; upstream `getCPULimit` and the memory
+/// limit of `calculateLinuxResources`). Zero means no limit.
+pub fn container_limit_with_pod_fallback(
+    pod: &Pod,
+    c: &Container,
+    gates: &FeatureGates,
+    resource: &str,
+) -> Quantity {
+    let own = c
+        .resources
+        .limits()
+        .get(resource)
+        .copied()
+        .unwrap_or_default();
+    if gates.pod_level_resources && pod_level_resources_set(pod) && own.is_zero() {
+        return pod
+            .resources
+            .as_ref()
+            .and_then(|r| r.limits().get(resource).copied())
+            .unwrap_or_default();
+    }
+    own
+}
+
 /// `IsPodLevelRequestsSet`: `spec.resources.requests` has a supported key.
 pub fn pod_level_requests_set(pod: &Pod) -> bool {
     pod.resources.as_ref().is_some_and(|r| {

@@ -223,12 +223,15 @@ fn a_qos_change_is_invalid() {
 
 #[test]
 fn guaranteed_pods_resize_next_to_the_static_managers_only_with_their_gates() {
-    // pkg/kubelet/allocation/handlers.go (podResizesAdmitHandler): a
-    // Guaranteed pod next to the static CPU manager is Infeasible unless
-    // InPlacePodVerticalScalingExclusiveCPUs is on (likewise the Static
-    // memory manager and InPlacePodVerticalScalingExclusiveMemory).
+    // pkg/kubelet/allocation/allocation_manager.go (canResizePod): a
+    // Guaranteed pod that changes its CPU requests next to the static CPU
+    // manager is Infeasible unless InPlacePodVerticalScalingExclusiveCPUs is
+    // on (likewise its memory requests next to the Static memory manager and
+    // InPlacePodVerticalScalingExclusiveMemory); a resize of the other
+    // resource goes ahead (guaranteedPodResourceResizeRequired).
     let current = pod(vec![container("c1", ("2", "2"), ("1Gi", "1Gi"))]);
     let desired = pod(vec![container("c1", ("3", "3"), ("1Gi", "1Gi"))]);
+    let more_memory = pod(vec![container("c1", ("2", "2"), ("2Gi", "2Gi"))]);
     let static_node = NodeSettings {
         cpu_manager_policy: Some(podpolicy::bindings::CpuManagerPolicy::Static),
         ..node()
@@ -244,7 +247,7 @@ fn guaranteed_pods_resize_next_to_the_static_managers_only_with_their_gates() {
         ..node()
     };
     let plan = policy()
-        .resize_plan(&current, &desired, &Vec::new(), &memory_node)
+        .resize_plan(&current, &more_memory, &Vec::new(), &memory_node)
         .expect("call")
         .expect("plan");
     assert_eq!(plan.decision, ResizeDecision::Infeasible);
@@ -252,6 +255,18 @@ fn guaranteed_pods_resize_next_to_the_static_managers_only_with_their_gates() {
         plan.message,
         "Resize is infeasible for Guaranteed Pods alongside Memory Manager policy \"Static\""
     );
+    // The other resource: a CPU resize next to the memory manager, and a
+    // memory resize next to the CPU manager, are accepted.
+    let plan = policy()
+        .resize_plan(&current, &desired, &Vec::new(), &memory_node)
+        .expect("call")
+        .expect("plan");
+    assert_eq!(plan.decision, ResizeDecision::Accepted, "{}", plan.message);
+    let plan = policy()
+        .resize_plan(&current, &more_memory, &Vec::new(), &static_node)
+        .expect("call")
+        .expect("plan");
+    assert_eq!(plan.decision, ResizeDecision::Accepted, "{}", plan.message);
 
     // With the gate: a non-integral request for exclusive CPUs is refused,
     // an integral one carries a cpuset re-allocation step.
