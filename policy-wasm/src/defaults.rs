@@ -84,8 +84,7 @@ pub struct PatchOperation {
 /// Whether a resource may be overcommitted (requests below limits): every
 /// native resource except hugepages (upstream `IsOvercommitAllowed`).
 pub fn is_overcommit_allowed(name: &str) -> bool {
-    let native = !name.contains('/') || name.contains("kubernetes.io/");
-    native && !is_hugepages(name)
+    crate::resource_name::is_native_resource(name) && !is_hugepages(name)
 }
 
 /// Default `lists`, the resource lists of the pod `decoded` (the same pod,

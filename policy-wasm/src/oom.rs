@@ -137,8 +137,11 @@ fn tie_break(linear: i128, request: i128, limit: i128, capacity: i128) -> i128 {
     adj
 }
 
-/// The memory limit the kubelet sets on the container's cgroup, in bytes
-/// (0 = none): upstream `enforcedMemoryLimit`.
+/// The memory limit podpolicy sets on the container's cgroup, in bytes
+/// (0 = none): upstream `enforcedMemoryLimit`, which with
+/// `DRANodeAllocatableResources` also adds the container's DRA memory
+/// allocations; podpolicy's container limits do not carry those
+/// (tests/vectors/upstream-unit/README.md).
 fn enforced_memory_limit(pod: &Pod, c: &Container, gates: &FeatureGates) -> i128 {
     crate::resources::container_limit_with_pod_fallback(pod, c, gates, "memory").value() as i128
 }

@@ -551,8 +551,14 @@ fn exceeds_node_allocatable(desired: &Pod, node: &NodeConfig) -> Option<FieldErr
 /// when the pod's requests exceed what the node can allocate at all (memory
 /// reported before cpu when both do), else Deferred when they exceed what
 /// the other pods leave free (cpu first, as the admission predicate lists
-/// them); pod overhead included, as the kubelet adds it.
-fn fit(desired: &Pod, others: &ResourceMap, node: &NodeConfig) -> (ResizeDecision, String) {
+/// them); pod overhead included, as the kubelet adds it. A resource the
+/// node settings give no allocatable amount of is not checked (as in
+/// [`exceeds_node_allocatable`]).
+pub(crate) fn fit(
+    desired: &Pod,
+    others: &ResourceMap,
+    node: &NodeConfig,
+) -> (ResizeDecision, String) {
     let requests = resources::pod_requests(
         desired,
         &resources::kubelet_options(&node.gates),
@@ -568,9 +574,11 @@ fn fit(desired: &Pod, others: &ResourceMap, node: &NodeConfig) -> (ResizeDecisio
     };
     let wanted = |resource: &str| units(resource, requests.get(resource));
     let capacity = |resource: &str| units(resource, node.allocatable.get(resource));
+    let checked =
+        |resource: &str| requests.contains_key(resource) && node.allocatable.contains_key(resource);
     if let Some(resource) = ["memory", "cpu"]
         .into_iter()
-        .find(|r| requests.contains_key(*r) && wanted(r) > capacity(r))
+        .find(|r| checked(r) && wanted(r) > capacity(r))
     {
         return (
             ResizeDecision::Infeasible,
@@ -582,7 +590,7 @@ fn fit(desired: &Pod, others: &ResourceMap, node: &NodeConfig) -> (ResizeDecisio
         );
     }
     for resource in RESIZABLE {
-        if !requests.contains_key(resource) {
+        if !checked(resource) {
             continue;
         }
         let (want, capacity) = (wanted(resource), capacity(resource));
@@ -780,6 +788,11 @@ pub fn plan(
         steps: Vec::new(),
     };
 
+    // A static pod never reaches the API server (only its mirror does), so
+    // the kubelet's refusal comes first.
+    if let Some(message) = not_resizable_in_place(current_pod) {
+        return rejected(ResizeDecision::Infeasible, message, Vec::new());
+    }
     // The desired pod must itself be valid (e.g. no container limit above a
     // pod-level limit, `resizePolicy` values), as `ValidatePodResize` runs
     // the spec validation first; then the resize rules themselves.
@@ -803,9 +816,7 @@ pub fn plan(
     if let Some(error) = exceeds_node_allocatable(desired_pod, node) {
         return rejected(ResizeDecision::Invalid, error.message.clone(), vec![error]);
     }
-    if let Some(message) = not_resizable_in_place(current_pod)
-        .or_else(|| infeasible_with_managers(current_pod, desired_pod, node))
-    {
+    if let Some(message) = infeasible_with_managers(current_pod, desired_pod, node) {
         return rejected(ResizeDecision::Infeasible, message, Vec::new());
     }
     let (decision, message) = fit(desired_pod, others, node);

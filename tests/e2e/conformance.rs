@@ -561,8 +561,9 @@ fn unknown_fields_fail_the_case() {
 }
 
 /// The upstream unit-test corpus (tests/vectors/upstream-unit): cases of
-/// upstream's API validation and defaulting, CPU manager and topology
-/// manager unit tests the shared vectors do not carry. Every case passes,
+/// upstream's unit tests the shared vectors do not carry (API validation
+/// and defaulting, the kubelet's cgroup values, `oom_score_adj`, in-place
+/// resize, the CPU and topology managers, pod-level admission). Every case passes,
 /// none is skipped, and each names the upstream file or package it comes
 /// from.
 #[test]

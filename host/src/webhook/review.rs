@@ -925,14 +925,14 @@ mod tests {
     #[test]
     fn field_errors_read_like_the_api_server() {
         let error = FieldError {
-            field: "spec.resources.requests[memory]".into(),
+            field: "spec.resources.requests".into(),
             reason: ErrorReason::Invalid,
             message: "must be less than or equal to memory limit of 100Gi".into(),
             bad_value: Some("120Gi".into()),
         };
         assert_eq!(
             field_error_text(&error),
-            "spec.resources.requests[memory]: Invalid value: \"120Gi\": must be less than or equal to memory limit of 100Gi"
+            "spec.resources.requests: Invalid value: \"120Gi\": must be less than or equal to memory limit of 100Gi"
         );
         let forbidden = FieldError {
             field: "spec.resources".into(),
@@ -948,9 +948,9 @@ mod tests {
         let status = verdict.response.status.unwrap();
         assert_eq!(status.code, 422);
         assert!(
-            status.message.starts_with(
-                "Pod \"p\" is invalid: [spec.resources.requests[memory]: Invalid value"
-            )
+            status
+                .message
+                .starts_with("Pod \"p\" is invalid: [spec.resources.requests: Invalid value")
         );
         assert_eq!(
             status.details.unwrap().causes[1].reason,

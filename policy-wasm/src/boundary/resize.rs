@@ -113,3 +113,63 @@ pub fn plan(
     let desired_errors = super::evaluate::validate_decoded_pod(desired, desired_pod.clone(), &node);
     Ok(crate::resize::plan(&current_pod, &desired_pod, desired_errors, &others, &node).into())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::node::{decode_node, default_settings};
+    use super::super::test_support::{container, guaranteed, list, pod};
+    use super::decode_pod;
+    use crate::model::ResourceMap;
+    use crate::resize::{ResizeDecision, fit};
+
+    /// `canResizePod`: a pod too large for the node is Infeasible before any
+    /// Deferred check, memory reported when both resources are too large;
+    /// what the other pods use only defers.
+    #[test]
+    fn the_fit_check_reports_capacity_memory_first_then_what_is_used() {
+        let mut settings = default_settings();
+        settings.capacity = list(&[("cpu", "4"), ("memory", "4Gi")]);
+        let node = decode_node(&settings).expect("node");
+        let sized = |cpu: &str, memory: &str| {
+            decode_pod(&pod(
+                "p",
+                None,
+                vec![container("c", guaranteed(cpu, memory))],
+            ))
+            .expect("pod")
+        };
+        let none = ResourceMap::new();
+        let (decision, message) = fit(&sized("5", "5Gi"), &none, &node);
+        assert_eq!(decision, ResizeDecision::Infeasible);
+        assert!(
+            message.starts_with("Node didn't have enough capacity: memory, requested: 5368709120"),
+            "{message}"
+        );
+        let (decision, message) = fit(&sized("5", "1Gi"), &none, &node);
+        assert_eq!(decision, ResizeDecision::Infeasible);
+        assert!(
+            message.contains("capacity: cpu, requested: 5000, capacity: 4000"),
+            "{message}"
+        );
+        // cpu fits the node but not beside the others; memory is too large
+        // for the node: Infeasible, as the capacity check comes first.
+        let mut others = ResourceMap::new();
+        others.insert("cpu".into(), crate::quantity::Quantity::parse("3").unwrap());
+        let (decision, message) = fit(&sized("2", "5Gi"), &others, &node);
+        assert_eq!(
+            (decision, message.contains("memory")),
+            (ResizeDecision::Infeasible, true)
+        );
+        let (decision, message) = fit(&sized("2", "1Gi"), &others, &node);
+        assert_eq!(decision, ResizeDecision::Deferred);
+        assert!(
+            message
+                .starts_with("Node didn't have enough resource: cpu, requested: 2000, used: 3000"),
+            "{message}"
+        );
+        assert_eq!(
+            fit(&sized("1", "1Gi"), &others, &node).0,
+            ResizeDecision::Accepted
+        );
+    }
+}

@@ -9,7 +9,8 @@
 //! `cpumanager/cpu_manager.go`'s `NewManager` and `Start` with
 //! `cpumanager/policy_static.go`'s `NewStaticPolicy`, and
 //! `memorymanager/memory_manager.go`'s `NewManager` and `Start` with
-//! `memorymanager/policy_static.go`'s `NewPolicyStatic` and `validateState`.
+//! `memorymanager/policy_static.go`'s `NewPolicyStatic` (its `Start` /
+//! `validateState` is `memory_manager::start`).
 
 use super::Result;
 use super::config::{Config, static_reservation};

@@ -32,8 +32,9 @@ impl StartError {
 
 /// Upstream static policy `Start` (`validateState`) of `state` on a
 /// machine whose default machine state is `default`: an empty machine state
-/// becomes the default one (unless blocks are already assigned); any other
-/// must be the one its blocks imply. `pod_level_managers` is the
+/// becomes the default one (unless containers already hold blocks: upstream
+/// looks at the container assignments only); any other must be the one its
+/// blocks imply. `pod_level_managers` is the
 /// `PodLevelResourceManagers` gate (see [`expected_machine_state`]).
 pub fn start(
     default: &NumaNodeMap,
@@ -43,7 +44,7 @@ pub fn start(
     const MACHINE_STATE: &str = "state.memory.machineState";
     let mut next = state.clone();
     if state.machine_state.is_empty() {
-        if !state.assignments.is_empty() || !state.pod_assignments.is_empty() {
+        if !state.assignments.is_empty() {
             return Err(StartError::new(
                 MACHINE_STATE,
                 "[memorymanager] machine state can not be empty when it has memory assignments",
@@ -168,6 +169,98 @@ mod tests {
     use crate::memory_manager::{MEMORY, MemoryTable, NumaNodeState};
 
     const GIB: u64 = 1 << 30;
+
+    /// One NUMA node of 4Gi with `reserved` bytes reserved by `assignments` blocks.
+    fn one_node(reserved: u64, assignments: i64) -> NumaNodeMap {
+        BTreeMap::from([(
+            0,
+            NumaNodeState {
+                number_of_assignments: assignments,
+                memory_map: BTreeMap::from([(
+                    MEMORY.to_string(),
+                    MemoryTable {
+                        total: 4 * GIB,
+                        system_reserved: 0,
+                        allocatable: 4 * GIB,
+                        reserved,
+                        free: 4 * GIB - reserved,
+                    },
+                )]),
+                cells: vec![0],
+            },
+        )])
+    }
+
+    fn block(size: u64) -> Block {
+        Block {
+            numa_affinity: vec![0],
+            resource: MEMORY.to_string(),
+            size,
+        }
+    }
+
+    /// A pod-level pod: a 2Gi pod block, and a 1Gi exclusive container
+    /// block plus the 1Gi shared pool of its other container.
+    fn pod_level_state(machine_state: NumaNodeMap) -> MemoryState {
+        MemoryState {
+            machine_state,
+            assignments: BTreeMap::from([(
+                "pod".to_string(),
+                BTreeMap::from([
+                    ("exclusive".to_string(), vec![block(GIB)]),
+                    ("shared".to_string(), vec![block(GIB)]),
+                ]),
+            )]),
+            pod_assignments: BTreeMap::from([("pod".to_string(), vec![block(2 * GIB)])]),
+            init_reusable: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn pod_level_blocks_count_once_with_the_gate_and_the_containers_without_it() {
+        let default = one_node(0, 0);
+        // The checkpoint as the gate-on kubelet wrote it: the pod block once.
+        let written = pod_level_state(one_node(2 * GIB, 1));
+        assert!(start(&default, &written, true).is_ok());
+        // Read without the gate, the container blocks count (two of them).
+        let error = start(&default, &written, false).unwrap_err();
+        assert_eq!(error.field, "state.memory.machineState");
+        assert!(start(&default, &pod_level_state(one_node(2 * GIB, 2)), false).is_ok());
+    }
+
+    #[test]
+    fn a_block_on_a_missing_node_or_resource_is_named() {
+        let default = one_node(0, 0);
+        let mut state = pod_level_state(one_node(2 * GIB, 1));
+        state.pod_assignments.clear();
+        state.assignments.get_mut("pod").unwrap().insert(
+            "far".to_string(),
+            vec![Block {
+                numa_affinity: vec![3],
+                resource: MEMORY.to_string(),
+                size: GIB,
+            }],
+        );
+        let error = start(&default, &state, false).unwrap_err();
+        assert_eq!(error.field, "state.memory.assignments");
+        assert_eq!(
+            error.message,
+            "[memorymanager] (pod: pod, container: far) the memory assignment uses the NUMA that does not exist"
+        );
+    }
+
+    #[test]
+    fn an_empty_machine_state_is_refused_only_next_to_container_blocks() {
+        let default = one_node(0, 0);
+        let mut state = pod_level_state(NumaNodeMap::new());
+        assert_eq!(
+            start(&default, &state, true).unwrap_err().message,
+            "[memorymanager] machine state can not be empty when it has memory assignments"
+        );
+        state.assignments.clear();
+        let started = start(&default, &state, true).expect("upstream checks container blocks only");
+        assert_eq!(started.machine_state, default);
+    }
 
     #[test]
     fn multi_numa_blocks_compare_by_group() {
