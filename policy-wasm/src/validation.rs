@@ -38,6 +38,16 @@ pub fn validate_pod_resources(pod: &Pod, node: &NodeConfig) -> Vec<FieldError> {
     for c in pod.init_and_regular() {
         validate_resize_policy(c, pod.restart_policy.as_deref(), &mut errors);
     }
+    // Upstream `validateOverhead`: the overhead is checked as a container's
+    // limits (`ValidateContainerResourceRequirements`), so its paths read
+    // `spec.overhead.limits[<name>]`.
+    if let Some(overhead) = &pod.overhead {
+        let as_limits = Requirements {
+            requests: None,
+            limits: Some(overhead.clone()),
+        };
+        validate_requirements(&as_limits, &"spec.overhead", false, &mut errors);
+    }
     for c in &pod.ephemeral_containers {
         if !c.resize_policy.is_empty() {
             errors.push(field_error(

@@ -312,6 +312,42 @@ mod tests {
     use super::super::test_support::{container, guaranteed, list, pod};
     use super::*;
 
+    /// Upstream `validateOverhead`: `spec.overhead` is judged as a
+    /// container's limits, names and values alike.
+    #[test]
+    fn the_overhead_is_validated_as_container_limits() {
+        let mut with_overhead = pod("p", None, vec![container("a", guaranteed("1", "1Gi"))]);
+        with_overhead.spec.overhead = Some(list(&[
+            ("cpu", "250m"),
+            ("disk", "1Gi"),
+            ("example.com/foo", "500m"),
+        ]));
+        let node = crate::node::default_settings();
+        let errors = validate_pod(&with_overhead, &node);
+        let found: Vec<(&str, &str)> = errors
+            .iter()
+            .map(|e| (e.field.as_str(), e.message.as_str()))
+            .collect();
+        for want in [
+            (
+                "spec.overhead.limits[disk]",
+                "must be a standard resource type or fully qualified",
+            ),
+            (
+                "spec.overhead.limits[disk]",
+                "must be a standard resource for containers",
+            ),
+            (
+                "spec.overhead.limits[example.com/foo]",
+                "must be an integer",
+            ),
+        ] {
+            assert!(found.contains(&want), "{want:?} not in {found:?}");
+        }
+        with_overhead.spec.overhead = Some(list(&[("cpu", "250m"), ("memory", "64Mi")]));
+        assert!(validate_pod(&with_overhead, &node).is_empty());
+    }
+
     /// `explain-values` names every value `evaluate` gives, in its order
     /// and with its text: the pod cgroup's files, then per container its
     /// files and its `oom_score_adj`.
