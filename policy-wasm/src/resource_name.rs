@@ -21,35 +21,8 @@ const DEFAULT_NAMESPACE_PREFIX: &str = "kubernetes.io/";
 /// `core.DefaultResourceRequestsPrefix`: the quota form of a request.
 const REQUESTS_PREFIX: &str = "requests.";
 
-/// `standardResources` of the core helpers (hugepages are added by
-/// `IsQuotaHugePageResourceName`).
-const STANDARD_RESOURCES: &[&str] = &[
-    "cpu",
-    "memory",
-    "ephemeral-storage",
-    "requests.cpu",
-    "requests.memory",
-    "requests.ephemeral-storage",
-    "limits.cpu",
-    "limits.memory",
-    "limits.ephemeral-storage",
-    "pods",
-    "resourcequotas",
-    "services",
-    "replicationcontrollers",
-    "secrets",
-    "configmaps",
-    "persistentvolumeclaims",
-    "storage",
-    "requests.storage",
-    "services.nodeports",
-    "services.loadbalancers",
-];
-
-/// `standardContainerResources` (hugepages are added by `IsHugePageResourceName`).
-const STANDARD_CONTAINER_RESOURCES: &[&str] = &["cpu", "memory", "ephemeral-storage"];
-
-/// `integerResources`: object counts, never fractional.
+/// `integerResources`: the object counts of resource quotas, never
+/// fractional; all of them are standard resources too.
 const INTEGER_RESOURCES: &[&str] = &[
     "pods",
     "resourcequotas",
@@ -61,6 +34,25 @@ const INTEGER_RESOURCES: &[&str] = &[
     "services.nodeports",
     "services.loadbalancers",
 ];
+
+/// `standardResources` of the core helpers besides the object counts
+/// ([`INTEGER_RESOURCES`]; hugepages are added by `IsQuotaHugePageResourceName`).
+const STANDARD_AMOUNT_RESOURCES: &[&str] = &[
+    "cpu",
+    "memory",
+    "ephemeral-storage",
+    "requests.cpu",
+    "requests.memory",
+    "requests.ephemeral-storage",
+    "limits.cpu",
+    "limits.memory",
+    "limits.ephemeral-storage",
+    "storage",
+    "requests.storage",
+];
+
+/// `standardContainerResources` (hugepages are added by `IsHugePageResourceName`).
+const STANDARD_CONTAINER_RESOURCES: &[&str] = &["cpu", "memory", "ephemeral-storage"];
 
 /// `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`, the name part of a qualified name.
 fn matches_qualified_name_part(name: &str) -> bool {
@@ -122,7 +114,8 @@ pub fn is_unqualified(name: &str) -> bool {
 
 /// `IsStandardResourceName`: a standard resource or a (quota) hugepages name.
 pub fn is_standard_resource_name(name: &str) -> bool {
-    STANDARD_RESOURCES.contains(&name)
+    STANDARD_AMOUNT_RESOURCES.contains(&name)
+        || INTEGER_RESOURCES.contains(&name)
         || is_hugepages(name)
         || name.starts_with("requests.hugepages-")
 }

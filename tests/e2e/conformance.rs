@@ -133,15 +133,20 @@ fn every_shared_file_runs_through_the_runner() {
 /// the case passes and must be removed from this list.
 const UPSTREAM_KNOWN_FAILURES: &[&str] = &[];
 
-#[test]
-fn upstream_corpus() {
-    let dir = vectors_dir().join("upstream");
-    let mut paths: Vec<_> = std::fs::read_dir(&dir)
-        .expect("tests/vectors/upstream")
+/// The JSON files of `tests/vectors/<dir>`, sorted.
+fn vector_files(dir: &str) -> Vec<std::path::PathBuf> {
+    let mut paths: Vec<_> = std::fs::read_dir(vectors_dir().join(dir))
+        .unwrap_or_else(|e| panic!("tests/vectors/{dir}: {e}"))
         .map(|entry| entry.expect("dir entry").path())
         .filter(|path| path.extension().is_some_and(|e| e == "json"))
         .collect();
     paths.sort();
+    paths
+}
+
+#[test]
+fn upstream_corpus() {
+    let paths = vector_files("upstream");
     assert!(paths.len() >= 13, "{} upstream files", paths.len());
     let mut total = Totals::default();
     let mut failing = Vec::new();
@@ -563,18 +568,12 @@ fn unknown_fields_fail_the_case() {
 /// The upstream unit-test corpus (tests/vectors/upstream-unit): cases of
 /// upstream's unit tests the shared vectors do not carry (API validation
 /// and defaulting, the kubelet's cgroup values, `oom_score_adj`, in-place
-/// resize, the CPU and topology managers, pod-level admission). Every case passes,
-/// none is skipped, and each names the upstream file or package it comes
-/// from.
+/// resize, the CPU and topology managers, pod-level admission). Every case
+/// passes, none is skipped, and each names the upstream file or package it
+/// comes from.
 #[test]
 fn upstream_unit_corpus() {
-    let dir = vectors_dir().join("upstream-unit");
-    let mut paths: Vec<_> = std::fs::read_dir(&dir)
-        .expect("tests/vectors/upstream-unit")
-        .map(|entry| entry.expect("dir entry").path())
-        .filter(|path| path.extension().is_some_and(|e| e == "json"))
-        .collect();
-    paths.sort();
+    let paths = vector_files("upstream-unit");
     assert!(
         paths.len() >= 14,
         "{} upstream unit-test files",
