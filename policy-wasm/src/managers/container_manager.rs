@@ -220,9 +220,9 @@ pub(super) fn start(
     }
     next.memory_policy = memory_name.to_string();
     if let Some(policy) = &managers.memory {
-        next.memory = mm::start(
+        mm::start(
             &policy.default_machine,
-            &states.memory,
+            &mut next.memory,
             managers.gates.pod_level_resource_managers,
         )
         .map_err(|e| ConfigError::new("Start", e.field, e.message))?;

@@ -30,19 +30,20 @@ impl StartError {
     }
 }
 
-/// Upstream static policy `Start` (`validateState`) of `state` on a
-/// machine whose default machine state is `default`: an empty machine state
-/// becomes the default one (unless containers already hold blocks: upstream
-/// looks at the container assignments only); any other must be the one its
-/// blocks imply. `pod_level_managers` is the
+/// Upstream static policy `Start` (`validateState`) of `state`, in place,
+/// on a machine whose default machine state is `default`: an empty machine
+/// state becomes the default one (unless containers already hold blocks:
+/// upstream looks at the container assignments only); any other must be
+/// the one its blocks imply. `pod_level_managers` is the
 /// `PodLevelResourceManagers` gate (see [`expected_machine_state`]).
+/// Every admission starts the managers on its state, so the state is not
+/// copied here.
 pub fn start(
     default: &NumaNodeMap,
-    state: &MemoryState,
+    state: &mut MemoryState,
     pod_level_managers: bool,
-) -> Result<MemoryState, StartError> {
+) -> Result<(), StartError> {
     const MACHINE_STATE: &str = "state.memory.machineState";
-    let mut next = state.clone();
     if state.machine_state.is_empty() {
         if !state.assignments.is_empty() {
             return Err(StartError::new(
@@ -50,8 +51,8 @@ pub fn start(
                 "[memorymanager] machine state can not be empty when it has memory assignments",
             ));
         }
-        next.machine_state = default.clone();
-        return Ok(next);
+        state.machine_state = default.clone();
+        return Ok(());
     }
     let expected = expected_machine_state(default, state, pod_level_managers)
         .map_err(|message| StartError::new("state.memory.assignments", message))?;
@@ -61,7 +62,7 @@ pub fn start(
             "[memorymanager] the expected machine state is different from the real one",
         ));
     }
-    Ok(next)
+    Ok(())
 }
 
 /// Upstream `validateState`'s expected machine state: `default` with every
@@ -170,6 +171,16 @@ mod tests {
 
     const GIB: u64 = 1 << 30;
 
+    /// [`start`] on a copy of `state`: the started state, or why not.
+    fn started(
+        default: &NumaNodeMap,
+        state: &MemoryState,
+        pod_level_managers: bool,
+    ) -> Result<MemoryState, StartError> {
+        let mut next = state.clone();
+        start(default, &mut next, pod_level_managers).map(|()| next)
+    }
+
     /// One NUMA node of 4Gi with `reserved` bytes reserved by `assignments` blocks.
     fn one_node(reserved: u64, assignments: i64) -> NumaNodeMap {
         BTreeMap::from([(
@@ -221,11 +232,11 @@ mod tests {
         let default = one_node(0, 0);
         // The checkpoint as the gate-on kubelet wrote it: the pod block once.
         let written = pod_level_state(one_node(2 * GIB, 1));
-        assert!(start(&default, &written, true).is_ok());
+        assert!(started(&default, &written, true).is_ok());
         // Read without the gate, the container blocks count (two of them).
-        let error = start(&default, &written, false).unwrap_err();
+        let error = started(&default, &written, false).unwrap_err();
         assert_eq!(error.field, "state.memory.machineState");
-        assert!(start(&default, &pod_level_state(one_node(2 * GIB, 2)), false).is_ok());
+        assert!(started(&default, &pod_level_state(one_node(2 * GIB, 2)), false).is_ok());
     }
 
     #[test]
@@ -241,7 +252,7 @@ mod tests {
                 size: GIB,
             }],
         );
-        let error = start(&default, &state, false).unwrap_err();
+        let error = started(&default, &state, false).unwrap_err();
         assert_eq!(error.field, "state.memory.assignments");
         assert_eq!(
             error.message,
@@ -254,12 +265,12 @@ mod tests {
         let default = one_node(0, 0);
         let mut state = pod_level_state(NumaNodeMap::new());
         assert_eq!(
-            start(&default, &state, true).unwrap_err().message,
+            started(&default, &state, true).unwrap_err().message,
             "[memorymanager] machine state can not be empty when it has memory assignments"
         );
         state.assignments.clear();
-        let started = start(&default, &state, true).expect("upstream checks container blocks only");
-        assert_eq!(started.machine_state, default);
+        let after = started(&default, &state, true).expect("upstream checks container blocks only");
+        assert_eq!(after.machine_state, default);
     }
 
     #[test]

@@ -244,7 +244,10 @@ fn start_memory(
 ) -> Result<MemoryState, String> {
     check_system_reserved(reserved).map_err(|e| e.to_string())?;
     let default = default_machine_state(nodes, reserved).map_err(|e| e.to_string())?;
-    super::start(&default, state, gates().pod_level_resource_managers).map_err(|e| e.message)
+    let mut next = state.clone();
+    super::start(&default, &mut next, gates().pod_level_resource_managers)
+        .map(|()| next)
+        .map_err(|e| e.message)
 }
 
 const DIFFERENT: &str = "[memorymanager] the expected machine state is different from the real one";
