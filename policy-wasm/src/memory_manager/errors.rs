@@ -87,13 +87,6 @@ pub enum MemoryError {
     UnknownNumaNode(usize),
     /// A NUMA node id a mask cannot hold.
     InvalidNumaAffinity(BitMaskError),
-    /// System-reserved memory above the node's capacity.
-    ReservedExceedsCapacity {
-        /// The NUMA node.
-        node: usize,
-        /// The resource.
-        resource: String,
-    },
     /// A hugepage pool whose size does not fit 64 bits.
     SizeOverflow {
         /// The NUMA node.
@@ -149,9 +142,6 @@ impl fmt::Display for MemoryError {
                 write!(f, "[memorymanager] NUMA node {node} is not in the machine state")
             }
             MemoryError::InvalidNumaAffinity(err) => write!(f, "[memorymanager] {err}"),
-            MemoryError::ReservedExceedsCapacity { node, resource } => {
-                write!(f, "[memorymanager] system reserved {resource} exceeds the capacity of NUMA node {node}")
-            }
             MemoryError::SizeOverflow { node } => {
                 write!(f, "[memorymanager] hugepages size of NUMA node {node} overflows")
             }

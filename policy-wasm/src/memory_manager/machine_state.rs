@@ -59,7 +59,9 @@ pub fn check_system_reserved(reserved: &SystemReservedMemory) -> Result<(), Memo
 
 /// Upstream `getDefaultMachineState`: everything free, every node its own
 /// group. Hugepages: `pages * size`; regular memory: the node's memory minus
-/// its system reservation and all its hugepages.
+/// its system reservation and all its hugepages, in upstream's wrapping
+/// `uint64` arithmetic (a misconfigured node is not refused here: upstream's
+/// `Start` refuses a loaded state that differs, and fills an empty one).
 pub fn default_machine_state(
     nodes: &[NumaNodeMemory],
     reserved: &SystemReservedMemory,
@@ -88,26 +90,21 @@ pub fn default_machine_state(
                 .ok_or_else(overflow)?;
             let resource = hugepage_resource_name(page_bytes);
             let system_reserved = reserved_of(node.id, &resource);
-            let allocatable = total.checked_sub(system_reserved).ok_or_else(|| {
-                MemoryError::ReservedExceedsCapacity {
-                    node: node.id,
-                    resource: resource.clone(),
-                }
-            })?;
+            // `uint64` arithmetic, as upstream: a reservation above the
+            // pool wraps, and `Start` then finds a loaded state different.
+            let allocatable = total.wrapping_sub(system_reserved);
             hugepages_total = hugepages_total.checked_add(total).ok_or_else(overflow)?;
             state
                 .memory_map
                 .insert(resource, table(total, system_reserved, allocatable));
         }
         let system_reserved = reserved_of(node.id, MEMORY);
+        // Wraps as upstream's `uint64` when hugepages and the reservation
+        // exceed the node's memory (see above).
         let allocatable = node
             .memory
-            .checked_sub(system_reserved)
-            .and_then(|m| m.checked_sub(hugepages_total))
-            .ok_or_else(|| MemoryError::ReservedExceedsCapacity {
-                node: node.id,
-                resource: MEMORY.to_string(),
-            })?;
+            .wrapping_sub(system_reserved)
+            .wrapping_sub(hugepages_total);
         state.memory_map.insert(
             MEMORY.to_string(),
             table(node.memory, system_reserved, allocatable),
@@ -168,15 +165,17 @@ mod tests {
             MemoryError::NoSystemReservedMemory.to_string(),
             "[memorymanager] you should specify the system reserved memory"
         );
+        // A reservation above the node's memory wraps, as upstream's uint64.
         let too_much = BTreeMap::from([(0, BTreeMap::from([(MEMORY.to_string(), 11 * GI)]))]);
         let nodes = [NumaNodeMemory {
             id: 0,
             memory: 10 * GI,
             hugepages: vec![],
         }];
-        assert!(matches!(
-            default_machine_state(&nodes, &too_much),
-            Err(MemoryError::ReservedExceedsCapacity { .. })
-        ));
+        let wrapped = default_machine_state(&nodes, &too_much).unwrap();
+        assert_eq!(
+            wrapped[&0].memory_map[MEMORY].allocatable,
+            (10 * GI).wrapping_sub(11 * GI)
+        );
     }
 }

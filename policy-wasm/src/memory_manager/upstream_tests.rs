@@ -15,11 +15,10 @@
 //! reservation check, the default machine state and the static policy's
 //! own [`start`], as `managers::container_manager::start` calls them.
 //!
-//! Where podpolicy differs on purpose the test says so and asserts what it
-//! does: a NUMA node whose hugepages and system reservation exceed its
-//! memory is refused when the policy is built, where upstream's
-//! `getDefaultMachineState` computes the allocatable memory in `uint64`,
-//! wraps around, and only `Start` then finds the states different.
+//! A NUMA node whose hugepages and system reservation exceed its memory is
+//! not refused when the policy is built: `getDefaultMachineState` computes
+//! the allocatable memory in `uint64`, wraps around, and `Start` then finds
+//! the loaded state different, as upstream.
 
 use std::collections::BTreeMap;
 
@@ -252,12 +251,6 @@ fn start_memory(
 
 const DIFFERENT: &str = "[memorymanager] the expected machine state is different from the real one";
 
-/// What podpolicy answers where a node's hugepages and system reservation
-/// exceed its memory (see the module documentation): upstream refuses the
-/// same machine, at `Start`, with [`DIFFERENT`].
-const REFUSED_AT_CONSTRUCTION: &str =
-    "[memorymanager] system reserved memory exceeds the capacity of NUMA node 0";
-
 /// A 2Gi node 0 with one 1Gi hugepage (the usual `machineInfo` of the Start cases).
 fn one_node_2g() -> Vec<NumaNodeMemory> {
     machine_info(&[(0, 2 * GB, 1)])
@@ -419,12 +412,11 @@ fn test_static_policy_start_wrong_hugepages_size() {
         )]),
         Assignments::new(),
     );
-    // machineInfo: 2Gi of memory and two 1Gi pages. Upstream computes
-    // allocatable = 2Gi - 512Mi - 2Gi in uint64 (wraps) and then reports the
-    // difference; podpolicy refuses the machine when the policy is built.
+    // machineInfo: 2Gi of memory and two 1Gi pages: allocatable is
+    // 2Gi - 512Mi - 2Gi in uint64 (wraps), so the states differ.
     assert_eq!(
         start_memory(&machine_info(&[(0, 2 * GB, 2)]), &reserved_512(&[0]), &s).unwrap_err(),
-        REFUSED_AT_CONSTRUCTION
+        DIFFERENT
     );
 }
 
@@ -445,7 +437,7 @@ fn test_static_policy_start_wrong_system_reserved_hugepages() {
     );
     assert_eq!(
         start_memory(&machine_info(&[(0, 2 * GB, 2)]), &reserved_512(&[0]), &s).unwrap_err(),
-        REFUSED_AT_CONSTRUCTION
+        DIFFERENT
     );
 }
 
@@ -467,11 +459,10 @@ fn test_static_policy_start_hugepages_reserved_differs_from_assignments() {
             ("pod2", "container2", vec![blk(&[0], HP1G, GB)]),
         ]),
     );
-    // machineInfo: 2Gi of memory and four 1Gi pages (regular memory wraps
-    // upstream; podpolicy refuses the machine when the policy is built).
+    // machineInfo: 2Gi of memory and four 1Gi pages (regular memory wraps).
     assert_eq!(
         start_memory(&machine_info(&[(0, 2 * GB, 4)]), &reserved_512(&[0]), &s).unwrap_err(),
-        REFUSED_AT_CONSTRUCTION
+        DIFFERENT
     );
 }
 
