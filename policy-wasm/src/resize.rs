@@ -514,7 +514,8 @@ fn exclusive_cpus(pod: &Pod, c: &Container, gates: &FeatureGates) -> bool {
 /// (plugin/pkg/admission/podresize): a resize whose pod requests
 /// (`PodRequests` with no options: overhead and pod-level values included)
 /// exceed the node's allocatable cpu or memory is refused with Forbidden
-/// (cause NodeCapacity) before the kubelet sees it. A node that reports no
+/// (cause NodeCapacity) before the kubelet sees it. The plan reports it
+/// next to the kubelet's own decision (Infeasible). A node that reports no
 /// allocatable amount of a resource (node settings without a capacity, as
 /// the webhook judges resizes without the pod's node) is not checked for
 /// it; a real node always reports cpu and memory.
@@ -813,15 +814,27 @@ pub fn plan(
             .join("; ");
         return rejected(ResizeDecision::Invalid, message, problems);
     }
-    if let Some(error) = exceeds_node_allocatable(desired_pod, node) {
-        return rejected(ResizeDecision::Invalid, error.message.clone(), vec![error]);
-    }
+    // Above the node's allocatable, the API server's `PodResizeValidator`
+    // refuses the resize before the kubelet sees it; the kubelet's own
+    // answer to it is Infeasible. The plan is the kubelet's decision, with
+    // the API server's refusal in `errors`.
+    let api_refusal: Vec<FieldError> = exceeds_node_allocatable(desired_pod, node)
+        .into_iter()
+        .collect();
     if let Some(message) = infeasible_with_managers(current_pod, desired_pod, node) {
-        return rejected(ResizeDecision::Infeasible, message, Vec::new());
+        return rejected(ResizeDecision::Infeasible, message, api_refusal);
     }
     let (decision, message) = fit(desired_pod, others, node);
+    if let Some(refusal) = api_refusal.first()
+        && decision != ResizeDecision::Infeasible
+    {
+        // Only where the API server's sum and the kubelet's differ (the
+        // kubelet's options): it can never fit either way.
+        let message = refusal.message.clone();
+        return rejected(ResizeDecision::Infeasible, message, api_refusal);
+    }
     if decision != ResizeDecision::Accepted {
-        return rejected(decision, message, Vec::new());
+        return rejected(decision, message, api_refusal);
     }
 
     let old_pod_files = pod_files(current_pod, node, qos_class);

@@ -85,6 +85,50 @@ fn a_resource_only_update_runs_the_resize_rules() {
     );
 }
 
+/// Above the node's allocatable the kubelet would say Infeasible, but the API
+/// server's `PodResizeValidator` admission plugin refuses the resize first:
+/// 403 Forbidden, as `admission.NewForbidden` answers. Within it, the same
+/// node allows the resize.
+#[test]
+fn a_resize_above_the_node_allocatable_is_forbidden() {
+    let (code, stdout, stderr) = podpolicy(&[
+        "review",
+        "--node",
+        "fixtures/nodes/small-v1.yaml",
+        "fixtures/reviews/resize-beyond-node.yaml",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(v["validate"]["outcome"], "denied");
+    let status = &v["validate"]["review"]["response"]["status"];
+    assert_eq!(status["code"], 403, "{status}");
+    assert_eq!(status["reason"], "Forbidden", "{status}");
+    assert_eq!(
+        status["message"],
+        "pods \"web\" is forbidden: node didn't have enough allocatable resources: \
+         cpu, requested: 64000, allocatable: 4000"
+    );
+    let (code, v, stderr) = {
+        let (code, stdout, stderr) = podpolicy(&[
+            "review",
+            "--node",
+            "fixtures/nodes/small-v1.yaml",
+            "fixtures/reviews/resize-update.yaml",
+            "-o",
+            "json",
+        ]);
+        (
+            code,
+            serde_json::from_str::<Value>(&stdout).unwrap_or(Value::Null),
+            stderr,
+        )
+    };
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(v["validate"]["outcome"], "allowed");
+}
+
 #[test]
 fn a_malformed_review_is_an_error_naming_the_field() {
     let (code, stdout, stderr) = podpolicy(&["review", "fixtures/reviews/malformed.json"]);

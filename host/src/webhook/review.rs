@@ -722,8 +722,10 @@ fn mutate(policy: &mut impl PolicyCalls, uid: &str, name: &str, pod: &Pod) -> Re
 
 /// An update of resources only: the KEP-1287 rules (QoS class immutable,
 /// only cpu and memory, no init container resize, ...) between the stored
-/// and the new pod. Only `Invalid` is the API's business; whether the resize
-/// fits (Deferred, Infeasible) is the node's, so those are allowed.
+/// and the new pod. What the API server refuses is the API's business (the
+/// plan's `errors`: Invalid, or `PodResizeValidator`'s Forbidden when the
+/// node settings know the node's allocatable); whether the resize fits
+/// (Deferred, Infeasible) is the node's, so those are allowed.
 fn validate_resize(
     policy: &mut impl PolicyCalls,
     uid: &str,
@@ -736,8 +738,18 @@ fn validate_resize(
         Ok(plan) => plan,
         Err(errors) => return Ok(deny_invalid(uid, name, &errors)),
     };
-    if plan.decision != ResizeDecision::Invalid {
+    if plan.decision != ResizeDecision::Invalid && plan.errors.is_empty() {
         return Ok(allow(uid, Outcome::Allowed));
+    }
+    if plan.decision != ResizeDecision::Invalid {
+        // An admission plugin's refusal: 403, as `admission.NewForbidden`.
+        let why: Vec<&str> = plan.errors.iter().map(|e| e.message.as_str()).collect();
+        return Ok(deny_message(
+            uid,
+            "Forbidden",
+            403,
+            format!("pods {name:?} is forbidden: {}", why.join("; ")),
+        ));
     }
     if plan.errors.is_empty() {
         return Ok(deny_message(
