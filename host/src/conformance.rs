@@ -41,6 +41,8 @@ use crate::pod_input::pod_from_json;
 use crate::runtime::PolicyRuntime;
 use crate::{ManagerOutcome, empty_node, format_field_errors};
 
+mod memory_manager;
+
 /// The result of one case.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -202,6 +204,19 @@ pub fn run_case(policy: &PolicyRuntime, file: &Value, case: &Value) -> Outcome {
         "takeByTopologyNUMAPacked" | "takeByTopologyNUMADistributed" => {
             take_case(policy, file, &function, input, expected)
         }
+        // Both static policies have these; the memory manager's cases say
+        // so by their file or their fields.
+        "Start"
+        | "Allocate"
+        | "Allocate all (init then app)"
+        | "AllocatePod"
+        | "RemoveContainer"
+        | "GetTopologyHints"
+        | "GetPodTopologyHints"
+            if memory_manager::is_memory_case(file, input) =>
+        {
+            memory_manager::memory_policy_case(policy, &function, input, expected)
+        }
         "Start" | "NewStaticPolicy+Start" => cpu_start_case(policy, file, name, input, expected),
         "Allocate" => cpu_allocate_case(policy, file, name, input, expected),
         "allocateCPUs" => allocate_cpus_case(policy, file, name, input, expected),
@@ -212,8 +227,12 @@ pub fn run_case(policy: &PolicyRuntime, file: &Value, case: &Value) -> Outcome {
         "AllocatePod" | "AllocateContainerScope" => {
             pod_allocation_case(policy, file, &function, name, input, expected)
         }
-        "GetTopologyHints" => memory_hints_case(policy, input, expected),
-        "getPodRequestedResources" => memory_requested_case(policy, input, expected),
+        "GetTopologyHints" | "GetPodTopologyHints" => {
+            cpu_hints_case(policy, file, &function, name, input, expected)
+        }
+        "getPodRequestedResources" => {
+            memory_manager::memory_requested_case(policy, input, expected)
+        }
         "PodRequests"
         | "PodLimits"
         | "PodRequests+PodLimits"
@@ -2208,6 +2227,7 @@ fn pod_resize_case(
         expected,
         &[
             "decision",
+            "message",
             "errors",
             "restarts",
             "containers",
@@ -2245,6 +2265,10 @@ fn pod_resize_case(
             format_field_errors(&plan.errors)
         ));
         return finish(problems);
+    }
+    // The kubelet's PodResizePending message, exactly.
+    if let Some(want) = opt_str(expected, "message").map_err(|e| format!("expected.{e}"))? {
+        check_eq(&mut problems, "message", plan.message.as_str(), want);
     }
     if let Some(want) = want_errors(expected, &["errors"], StringIs::Message)? {
         if want.is_empty() && !plan.errors.is_empty() {
@@ -3028,37 +3052,6 @@ fn vector_topology(file: &Value, name: &str) -> Checked<wit::NodeTopology> {
     })
 }
 
-/// `notes`: the memory vectors' machine (upstream's test machine info is
-/// irrelevant to them): two NUMA nodes of 10Gi with four 1Gi huge pages,
-/// 1Gi of memory reserved on each.
-fn memory_test_machine() -> (wit::NodeTopology, Vec<wit::NumaReservedMemory>) {
-    let gib: u64 = 1 << 30;
-    let topology = wit::NodeTopology {
-        cpus: Vec::new(),
-        numa_nodes: (0..2)
-            .map(|id| wit::NumaNodeInfo {
-                id,
-                memory_bytes: 10 * gib,
-                hugepages: vec![wit::HugepagePool {
-                    page_size_bytes: gib,
-                    pages: 4,
-                }],
-                distances: vec![10, 20],
-            })
-            .collect(),
-    };
-    let reserved = (0..2)
-        .map(|numa_node| wit::NumaReservedMemory {
-            numa_node,
-            limits: vec![wit::ResourceQuantity {
-                name: "memory".into(),
-                quantity: "1Gi".into(),
-            }],
-        })
-        .collect();
-    (topology, reserved)
-}
-
 fn quantity_text(value: &Value) -> Option<String> {
     match value {
         Value::String(s) => Some(s.clone()),
@@ -3690,9 +3683,11 @@ fn cpu_allocate_case(
     expected: &Value,
 ) -> CaseResultText {
     cpu_input_fields(input, &["pod", "container", "topology_hint"])?;
-    let mut known = vec!["allocated", "cpuset"];
+    // `note` explains the expectation in words (a string, nothing to compare).
+    let mut known = vec!["allocated", "cpuset", "default_cpuset_after_alloc", "note"];
     known.extend(ERROR_KEYS);
     expected_fields(expected, &known)?;
+    opt_str(expected, "note").map_err(|e| format!("expected.{e}"))?;
     let topology = vector_topology(file, req_str(input, "topology")?)?;
     let node = static_cpu_node(input, case_name)?;
     let (uid, pod) = vector_input_pod(input)?;
@@ -3707,9 +3702,21 @@ fn cpu_allocate_case(
     let want_error = manager_want_messages(expected)?;
     let want_allocated = expect_bool(expected, "allocated")?;
     let mut problems = Vec::new();
+    let want_default = match expected.get("default_cpuset_after_alloc") {
+        Some(want) => Some(vector_cpus(want)?),
+        None => None,
+    };
     let got = match operation(policy, &request, &topology, &node)? {
         Ok(wit::ManagerResponse::Allocated(allocation)) => {
             check_manager_error(&mut problems, &want_error, None);
+            if let Some(want) = &want_default {
+                check_eq(
+                    &mut problems,
+                    "default cpuset after allocation",
+                    &cpus(&allocation.state.cpu.default_cpuset)?,
+                    want,
+                );
+            }
             let entries = cpu_entries(&allocation.state)?;
             entries.get(&uid).and_then(|c| c.get(container)).cloned()
         }
@@ -3728,6 +3735,68 @@ fn cpu_allocate_case(
             vector_cpus(want)?,
         );
     }
+    finish(problems)
+}
+
+/// Static CPU policy `GetTopologyHints(pod, container)` or
+/// `GetPodTopologyHints(pod)` on the case's state. `expected.hints`: `null`
+/// is a nil map, `{"cpu": []}` an empty list; hint lists compare as sorted
+/// (upstream's hint tests sort both sides before comparing).
+fn cpu_hints_case(
+    policy: &PolicyRuntime,
+    file: &Value,
+    function: &str,
+    case_name: &str,
+    input: &Value,
+    expected: &Value,
+) -> CaseResultText {
+    let pod_hints = function == "GetPodTopologyHints";
+    cpu_input_fields(
+        input,
+        if pod_hints {
+            &["pod"]
+        } else {
+            &["pod", "container"]
+        },
+    )?;
+    // `note` explains the expectation in words (a string, nothing to compare).
+    expected_fields(expected, &["hints", "note"])?;
+    opt_str(expected, "note").map_err(|e| format!("expected.{e}"))?;
+    let topology = vector_topology(file, req_str(input, "topology")?)?;
+    let node = static_cpu_node(input, case_name)?;
+    let (_, pod) = vector_input_pod(input)?;
+    let container = if pod_hints {
+        None
+    } else {
+        Some(req_str(input, "container")?.to_string())
+    };
+    let request = wit::ManagerRequest::TopologyHints(wit::HintsRequest {
+        manager: wit::ResourceManager::Cpu,
+        state: vector_cpu_state(&input["state"])?,
+        pod,
+        container,
+    });
+    let got = match operation(policy, &request, &topology, &node)? {
+        Ok(wit::ManagerResponse::Hints(hints)) => memory_manager::hints_key(hints),
+        Ok(other) => return Err(unexpected_response(&other)),
+        Err(e) => return Err(format!("unexpected error {:?}", e.message)),
+    };
+    let sorted = |hints: memory_manager::HintsKey| {
+        hints.map(|map| {
+            map.into_iter()
+                .map(|(resource, list)| {
+                    let list = list.map(|mut list| {
+                        list.sort_by_key(|h| (h.numa_affinity.clone(), h.preferred));
+                        list
+                    });
+                    (resource, list)
+                })
+                .collect::<BTreeMap<_, _>>()
+        })
+    };
+    let want = memory_manager::expected_hints(expected)?;
+    let mut problems = Vec::new();
+    check_eq(&mut problems, "hints", sorted(got), sorted(want));
     finish(problems)
 }
 
@@ -3864,6 +3933,7 @@ fn cpu_sequence_case(
     let mut known = vec![
         "default_cpuset_after_alloc",
         "default_cpuset_after_remove",
+        "assignments",
         "note",
     ];
     known.extend(ERROR_KEYS);
@@ -3873,6 +3943,9 @@ fn cpu_sequence_case(
     let node = static_cpu_node(input, case_name)?;
     let (uid, pod) = vector_input_pod(input)?;
     let remove_container = opt_str(input, "remove_container")?;
+    if remove_container.is_some() && expected.get("assignments").is_some() {
+        return Err("expected.assignments is the state after the allocations: give it without input.remove_container".into());
+    }
     if remove_container.is_none() && expected.get("default_cpuset_after_remove").is_some() {
         return Err(
             "expected.default_cpuset_after_remove is given but input.remove_container is not"
@@ -3892,7 +3965,11 @@ fn cpu_sequence_case(
         Ok(other) => return Err(unexpected_response(&other)),
         Err(e) => {
             check_manager_error(&mut problems, &want_error, Some(&e));
-            for key in ["default_cpuset_after_alloc", "default_cpuset_after_remove"] {
+            for key in [
+                "default_cpuset_after_alloc",
+                "default_cpuset_after_remove",
+                "assignments",
+            ] {
                 if expected.get(key).is_some() {
                     problems.push(format!("expected.{key} given, but the allocation failed"));
                 }
@@ -3906,6 +3983,14 @@ fn cpu_sequence_case(
         cpus(&allocated.cpu.default_cpuset)?,
         vector_cpus(&expected["default_cpuset_after_alloc"])?,
     );
+    if let Some(want) = expected.get("assignments") {
+        check_eq(
+            &mut problems,
+            "assignments after allocation",
+            cpu_entries(&allocated)?,
+            vector_entries(want)?,
+        );
+    }
     let mut failure = None;
     if let Some(container) = remove_container {
         match remove(policy, &topology, &node, allocated, &uid, container)? {
@@ -4162,355 +4247,4 @@ fn pod_allocation_case(
         }
     }
     finish(problems)
-}
-
-/// The memory vectors' state: `assignments` (pod -> container -> blocks) on
-/// the given machine state (empty = the default one).
-fn vector_memory_state(
-    assignments: &Value,
-    machine_state: Vec<wit::NumaMemoryState>,
-) -> Checked<wit::ManagerState> {
-    let mut state = crate::empty_manager_state();
-    state.memory.policy_name = "Static".into();
-    state.memory.machine_state = machine_state;
-    let pods = match assignments {
-        Value::Null => return Ok(state),
-        Value::Object(pods) => pods,
-        other => return Err(format!("input.assignments is not a map: {other}")),
-    };
-    for (uid, containers) in pods {
-        let mut entry = wit::PodMemoryEntries {
-            pod_uid: uid.clone(),
-            containers: Vec::new(),
-        };
-        let containers = containers
-            .as_object()
-            .ok_or_else(|| format!("assignments[{uid}] is not a map: {containers}"))?;
-        for (name, blocks) in containers {
-            let blocks = blocks
-                .as_array()
-                .ok_or("blocks are not a list")?
-                .iter()
-                .map(|b| {
-                    let what = format!("assignments[{uid}][{name}] block");
-                    known_keys(&what, b, &["numaAffinity", "type", "size"])?;
-                    Ok(wit::MemoryBlock {
-                        numa_affinity: vector_mask(&b["numaAffinity"])?.unwrap_or_default(),
-                        resource_name: req_str(b, "type")
-                            .map_err(|e| format!("{what}: {e}"))?
-                            .to_string(),
-                        size: b["size"].as_u64().ok_or("block size is not a number")?,
-                    })
-                })
-                .collect::<Checked<Vec<_>>>()?;
-            entry.containers.push(wit::ContainerMemory {
-                container: name.clone(),
-                blocks,
-            });
-        }
-        state.memory.entries.push(entry);
-    }
-    Ok(state)
-}
-
-/// `input.machine_state`: absent, or a sentence saying it is the default
-/// one (`"default (irrelevant)"`), is the default machine state of the
-/// notes' machine; a map is the checkpoint's `machineState`: NUMA id ->
-/// `{numberOfAssignments, memoryMap: {resource: {total, systemReserved,
-/// allocatable, reserved, free}}, cells}` (a missing number is 0, missing
-/// `cells` the node alone), passed to the component as the state's machine state.
-fn vector_machine_state(value: &Value) -> Checked<Option<Vec<wit::NumaMemoryState>>> {
-    let nodes = match value {
-        Value::Null => return Ok(None),
-        Value::String(text) if text.trim_start().to_lowercase().starts_with("default") => {
-            return Ok(None);
-        }
-        Value::String(text) => {
-            return Err(format!(
-                "input.machine_state {text:?} is neither the default one nor a machine state map"
-            ));
-        }
-        Value::Object(nodes) if nodes.is_empty() => {
-            return Err("input.machine_state is an empty map".into());
-        }
-        Value::Object(nodes) => nodes,
-        other => return Err(format!("input.machine_state is not a map: {other}")),
-    };
-    let mut out = Vec::new();
-    for (id, node) in nodes {
-        let what = format!("input.machine_state[{id}]");
-        let numa_node: u32 = id
-            .parse()
-            .map_err(|_| format!("{what}: the key is not a NUMA node id"))?;
-        known_keys(&what, node, &["numberOfAssignments", "memoryMap", "cells"])?;
-        let number_of_assignments = match &node["numberOfAssignments"] {
-            Value::Null => 0,
-            v => v
-                .as_i64()
-                .ok_or_else(|| format!("{what}.numberOfAssignments is not an integer: {v}"))?,
-        };
-        let mut memory_map = Vec::new();
-        match &node["memoryMap"] {
-            Value::Null => {}
-            Value::Object(tables) => {
-                for (resource, table) in tables {
-                    let what = format!("{what}.memoryMap[{resource}]");
-                    known_keys(
-                        &what,
-                        table,
-                        &["total", "systemReserved", "allocatable", "reserved", "free"],
-                    )?;
-                    let field = |key: &str| -> Checked<u64> {
-                        opt_u64(table, key)
-                            .map(Option::unwrap_or_default)
-                            .map_err(|e| format!("{what}.{e}"))
-                    };
-                    memory_map.push(wit::MemoryTable {
-                        resource_name: resource.clone(),
-                        total: field("total")?,
-                        system_reserved: field("systemReserved")?,
-                        allocatable: field("allocatable")?,
-                        reserved: field("reserved")?,
-                        free: field("free")?,
-                    });
-                }
-            }
-            other => return Err(format!("{what}.memoryMap is not a map: {other}")),
-        }
-        let cells = match &node["cells"] {
-            Value::Null => vec![numa_node],
-            Value::Array(ids) => ids
-                .iter()
-                .map(|c| as_u32(c, "cells entry"))
-                .collect::<Checked<Vec<_>>>()?,
-            other => return Err(format!("{what}.cells is not a list: {other}")),
-        };
-        out.push(wit::NumaMemoryState {
-            numa_node,
-            number_of_assignments,
-            memory_map,
-            cells,
-        });
-    }
-    Ok(Some(out))
-}
-
-/// The page size of a `hugepages-<size>` resource, in bytes.
-fn hugepage_size(resource: &str) -> Checked<Option<u64>> {
-    let Some(size) = resource.strip_prefix("hugepages-") else {
-        return Ok(None);
-    };
-    let q = parse_q(size)?;
-    u64::try_from(q.value())
-        .ok()
-        .filter(|n| *n > 0)
-        .map(Some)
-        .ok_or_else(|| format!("bad huge page size in {resource}"))
-}
-
-/// The node a memory case runs on: the notes' machine and its reservations,
-/// or, for a case with its own machine state, the machine that state
-/// describes (each node's memory and huge pages from its tables' `total`,
-/// the reservations from `systemReserved`). The Static memory policy, with
-/// the case's feature gates.
-fn memory_node(
-    input: &Value,
-    machine_state: Option<&[wit::NumaMemoryState]>,
-) -> Checked<(wit::NodeTopology, NodeSettings)> {
-    let (topology, reserved) = match machine_state {
-        None => memory_test_machine(),
-        Some(states) => {
-            let mut numa_nodes = Vec::new();
-            let mut reserved = Vec::new();
-            for state in states {
-                let mut hugepages = Vec::new();
-                let mut limits = Vec::new();
-                for table in &state.memory_map {
-                    if let Some(page) = hugepage_size(&table.resource_name)? {
-                        hugepages.push(wit::HugepagePool {
-                            page_size_bytes: page,
-                            pages: table.total / page,
-                        });
-                    }
-                    if table.system_reserved > 0 {
-                        limits.push(wit::ResourceQuantity {
-                            name: table.resource_name.clone(),
-                            quantity: table.system_reserved.to_string(),
-                        });
-                    }
-                }
-                numa_nodes.push(wit::NumaNodeInfo {
-                    id: state.numa_node,
-                    memory_bytes: state
-                        .memory_map
-                        .iter()
-                        .fold(0u64, |sum, t| sum.saturating_add(t.total)),
-                    hugepages,
-                    distances: Vec::new(),
-                });
-                if !limits.is_empty() {
-                    reserved.push(wit::NumaReservedMemory {
-                        numa_node: state.numa_node,
-                        limits,
-                    });
-                }
-            }
-            (
-                wit::NodeTopology {
-                    cpus: Vec::new(),
-                    numa_nodes,
-                },
-                reserved,
-            )
-        }
-    };
-    let node = NodeSettings {
-        memory_manager_policy: Some(wit::MemoryManagerPolicy::Static),
-        reserved_memory: reserved,
-        ..node_with_gates(input)?
-    };
-    Ok((topology, node))
-}
-
-/// `container_resources` given by the name of upstream's test fixture (the
-/// notes define `requirementsGuaranteed`; `requirementsBurstable` has
-/// requests below limits).
-fn named_requirements(name: &str) -> Checked<Value> {
-    if name.starts_with("requirementsGuaranteed") {
-        let list = serde_json::json!({"cpu": "1000Mi", "memory": "1Gi", "hugepages-1Gi": "1Gi"});
-        Ok(serde_json::json!({"requests": list.clone(), "limits": list}))
-    } else if name.starts_with("requirementsBurstable") {
-        Ok(serde_json::json!({
-            "requests": {"cpu": "1", "memory": "1Gi"},
-            "limits": {"cpu": "2", "memory": "2Gi"},
-        }))
-    } else {
-        Err(format!(
-            "input.container_resources names unknown requirements {name:?}"
-        ))
-    }
-}
-
-/// Memory manager `GetTopologyHints` (container scope), on the case's
-/// machine state.
-fn memory_hints_case(policy: &PolicyRuntime, input: &Value, expected: &Value) -> CaseResultText {
-    input_fields(
-        input,
-        &[
-            "pod_uid",
-            "container",
-            "container_resources",
-            "assignments",
-            "machine_state",
-            "featureGates",
-            "feature_gates",
-        ],
-    )?;
-    expected_fields(expected, &["hints"])?;
-    let uid = req_str(input, "pod_uid")?;
-    let name = req_str(input, "container")?;
-    let resources = match &input["container_resources"] {
-        Value::String(text) => named_requirements(text)?,
-        v @ Value::Object(_) => {
-            known_keys("input.container_resources", v, &["requests", "limits"])?;
-            v.clone()
-        }
-        other => return Err(format!("input.container_resources: unexpected {other}")),
-    };
-    let container = serde_json::json!({
-        "name": name,
-        "requests": resources["requests"],
-        "limits": resources["limits"],
-    });
-    let pod = vector_pod(&serde_json::json!({"containers": [container]}), uid)?;
-    let machine_state = vector_machine_state(&input["machine_state"])?;
-    let (topology, node) = memory_node(input, machine_state.as_deref())?;
-    let request = wit::ManagerRequest::TopologyHints(wit::HintsRequest {
-        manager: wit::ResourceManager::Memory,
-        state: vector_memory_state(&input["assignments"], machine_state.unwrap_or_default())?,
-        pod,
-        container: Some(name.to_string()),
-    });
-    let hints = match operation(policy, &request, &topology, &node)? {
-        Ok(wit::ManagerResponse::Hints(hints)) => hints,
-        Ok(other) => return Err(unexpected_response(&other)),
-        Err(e) => return Err(format!("unexpected error {:?}", e.message)),
-    };
-    if expected.get("hints").is_none() {
-        return Err("expected.hints is missing".into());
-    }
-    let want: Option<BTreeMap<String, Vec<wit::TopologyHint>>> = match &expected["hints"] {
-        Value::Null => None,
-        Value::Object(map) => Some(
-            map.iter()
-                .map(|(resource, list)| {
-                    let list = list
-                        .as_array()
-                        .ok_or("hint list is not a list")?
-                        .iter()
-                        .map(vector_hint)
-                        .collect::<Checked<Vec<_>>>()?;
-                    Ok((resource.clone(), list))
-                })
-                .collect::<Checked<BTreeMap<_, _>>>()?,
-        ),
-        other => return Err(format!("expected.hints: unexpected {other}")),
-    };
-    let got = match hints {
-        None => None,
-        Some(list) => Some(
-            list.into_iter()
-                .map(|r| Ok((r.resource_name, r.hints.ok_or("a nil hint list")?)))
-                .collect::<Checked<BTreeMap<_, _>>>()?,
-        ),
-    };
-    if got == want {
-        Ok(())
-    } else {
-        Err(format!("expected {want:?}, got {got:?}"))
-    }
-}
-
-/// Memory manager `getPodRequestedResources` (the pod's fields at the top of `input`).
-fn memory_requested_case(
-    policy: &PolicyRuntime,
-    input: &Value,
-    expected: &Value,
-) -> CaseResultText {
-    input_fields(
-        input,
-        &[
-            "containers",
-            "init_containers",
-            "pod_level_resources",
-            "featureGates",
-            "feature_gates",
-        ],
-    )?;
-    expected_fields(expected, &["requested"])?;
-    let pod = vector_pod(input, "pod")?;
-    let (topology, node) = memory_node(input, None)?;
-    let request = wit::ManagerRequest::PodRequested(wit::PodRequestedRequest {
-        manager: wit::ResourceManager::Memory,
-        pod,
-    });
-    let got: BTreeMap<String, u64> = match operation(policy, &request, &topology, &node)? {
-        Ok(wit::ManagerResponse::Requested(list)) => list
-            .into_iter()
-            .map(|r| (r.resource_name, r.amount))
-            .collect(),
-        Ok(other) => return Err(unexpected_response(&other)),
-        Err(e) => return Err(format!("unexpected error {:?}", e.message)),
-    };
-    let want: BTreeMap<String, u64> = expected["requested"]
-        .as_object()
-        .ok_or("expected.requested is not a map")?
-        .iter()
-        .map(|(k, v)| Ok((k.clone(), v.as_u64().ok_or("not a byte count")?)))
-        .collect::<Checked<_>>()?;
-    if got == want {
-        Ok(())
-    } else {
-        Err(format!("expected {want:?}, got {got:?}"))
-    }
 }
