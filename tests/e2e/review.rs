@@ -91,16 +91,14 @@ fn a_resource_only_update_runs_the_resize_rules() {
 /// node allows the resize.
 #[test]
 fn a_resize_above_the_node_allocatable_is_forbidden() {
-    let (code, stdout, stderr) = podpolicy(&[
-        "review",
-        "--node",
-        "fixtures/nodes/small-v1.yaml",
-        "fixtures/reviews/resize-beyond-node.yaml",
-        "-o",
-        "json",
-    ]);
+    let on_small_node = |file: &str| {
+        let args = ["review", "--node", "fixtures/nodes/small-v1.yaml", file];
+        let (code, stdout, stderr) = podpolicy(&[&args[..], &["-o", "json"]].concat());
+        let value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+        (code, value, stderr)
+    };
+    let (code, v, stderr) = on_small_node("fixtures/reviews/resize-beyond-node.yaml");
     assert_eq!(code, 1, "{stderr}");
-    let v: Value = serde_json::from_str(&stdout).expect("json");
     assert_eq!(v["validate"]["outcome"], "denied");
     let status = &v["validate"]["review"]["response"]["status"];
     assert_eq!(status["code"], 403, "{status}");
@@ -110,21 +108,7 @@ fn a_resize_above_the_node_allocatable_is_forbidden() {
         "pods \"web\" is forbidden: node didn't have enough allocatable resources: \
          cpu, requested: 64000, allocatable: 4000"
     );
-    let (code, v, stderr) = {
-        let (code, stdout, stderr) = podpolicy(&[
-            "review",
-            "--node",
-            "fixtures/nodes/small-v1.yaml",
-            "fixtures/reviews/resize-update.yaml",
-            "-o",
-            "json",
-        ]);
-        (
-            code,
-            serde_json::from_str::<Value>(&stdout).unwrap_or(Value::Null),
-            stderr,
-        )
-    };
+    let (code, v, stderr) = on_small_node("fixtures/reviews/resize-update.yaml");
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(v["validate"]["outcome"], "allowed");
 }
