@@ -616,6 +616,98 @@ fn upstream_unit_corpus() {
 /// The upstream corpus's adapters read every field: an unknown input or
 /// expected field, an unknown node setting or cpuset spec key fails the
 /// case, and a changed expected value fails it.
+/// The memory manager's functions: a case is the memory manager's by its
+/// file's area or by its fields (a file of another area still routes it),
+/// and every expected part is compared: the assignments, the machine state,
+/// the error; an input field the adapter does not read fails the case.
+#[test]
+fn memory_manager_functions_compare_what_they_expect() {
+    let file = shared("upstream-unit/memorymanager-policy-static.json");
+    let base = case_of(&file, "TestStaticPolicyAllocate / ", |c| {
+        c["input"]["operation"] == "Allocate"
+            && c["expected"]["assignments"]
+                .as_object()
+                .is_some_and(|a| !a.is_empty())
+            && c["expected"]["machine_state"].is_object()
+    });
+    let uid = base["input"]["pod"]["uid"]
+        .as_str()
+        .expect("uid")
+        .to_string();
+    let container = base["input"]["container"]
+        .as_str()
+        .expect("container")
+        .to_string();
+    let cases = vec![
+        variant(&base, "as stored", |_| {}),
+        variant(&base, "other block size", |c| {
+            let blocks = &mut c["expected"]["assignments"][uid.as_str()][container.as_str()];
+            let size = blocks[0]["size"].as_u64().expect("size");
+            blocks[0]["size"] = json!(size + 1);
+        }),
+        variant(&base, "other free memory", |c| {
+            let node = c["expected"]["machine_state"]
+                .as_object_mut()
+                .expect("machine state")
+                .values_mut()
+                .next()
+                .expect("a node");
+            let free = node["memoryMap"]["memory"]["free"].as_u64().expect("free");
+            node["memoryMap"]["memory"]["free"] = json!(free + 1);
+        }),
+        variant(&base, "an error expected", |c| {
+            c["expected"]["error"] =
+                json!("[memorymanager] failed to find the default preferred hint");
+        }),
+        variant(&base, "new input field", |c| {
+            c["input"]["reusable_memory"] = json!({});
+        }),
+    ];
+    let outcomes = |header: &Value| run_cases("memory-manager-functions", header, cases.clone());
+    let expect = |got: &[(String, Outcome)]| {
+        assert_outcomes(
+            got,
+            &["as stored"],
+            &[
+                ("other block size", "assignments"),
+                ("other free memory", "machine state"),
+                ("an error expected", "the call succeeded"),
+                ("new input field", "reusable_memory"),
+            ],
+        )
+    };
+    expect(&outcomes(&file));
+    let mut elsewhere = file.clone();
+    elsewhere["area"] = json!("a file of other functions");
+    expect(&outcomes(&elsewhere));
+
+    // CPU hints: an other preferred flag fails, the same list in another
+    // order passes (upstream sorts both sides).
+    let file = shared("upstream-unit/cpumanager-hints-and-init.json");
+    let base = case_of(&file, "TestGetTopologyHints / ", |c| {
+        c["expected"]["hints"]["cpu"]
+            .as_array()
+            .is_some_and(|h| h.len() > 1)
+    });
+    let cases = vec![
+        variant(&base, "as stored", |_| {}),
+        variant(&base, "reversed", |c| {
+            let hints = c["expected"]["hints"]["cpu"].as_array_mut().expect("hints");
+            hints.reverse();
+        }),
+        variant(&base, "other preferred", |c| {
+            let first = &mut c["expected"]["hints"]["cpu"][0]["preferred"];
+            *first = json!(!first.as_bool().expect("preferred"));
+        }),
+        variant(&base, "nil map", |c| c["expected"]["hints"] = Value::Null),
+    ];
+    assert_outcomes(
+        &run_cases("cpu-manager-hints", &file, cases),
+        &["as stored", "reversed"],
+        &[("other preferred", "hints"), ("nil map", "hints")],
+    );
+}
+
 #[test]
 fn upstream_adapters_refuse_unknown_fields() {
     for (relative, function) in [
