@@ -496,36 +496,130 @@ fn assignment_key(
     out
 }
 
-/// One NUMA node's state as compared: assignments, tables by resource
-/// (total, systemReserved, allocatable, reserved, free), cells as a set.
-type NodeKey = (i64, BTreeMap<String, [u64; 5]>, Vec<u32>);
+/// Upstream's `areContainerMemoryAssignmentsEqual` (policy_static_test.go),
+/// `got` being the state after the call: the same number of pods, and every
+/// container of `got` in `want` with the same blocks in any order. A
+/// container `want` has and `got` lacks is not noticed, as upstream's.
+fn assignments_equal(
+    got: &wit::MemoryManagerState,
+    want: &wit::MemoryManagerState,
+) -> CaseResultText {
+    let (got, want) = (assignment_key(got), assignment_key(want));
+    if got.len() != want.len() {
+        return Err(format!(
+            "assignments: expected pods {:?}, got {:?}",
+            want.keys().collect::<Vec<_>>(),
+            got.keys().collect::<Vec<_>>()
+        ));
+    }
+    for (uid, containers) in &got {
+        let Some(wanted) = want.get(uid) else {
+            return Err(format!("assignments: pod {uid} is not expected"));
+        };
+        for (name, blocks) in containers {
+            match wanted.get(name) {
+                None => return Err(format!("assignments: {uid}/{name} is not expected")),
+                Some(want) if want != blocks => {
+                    return Err(format!(
+                        "assignments of {uid}/{name}: expected {want:?}, got {blocks:?}"
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    Ok(())
+}
 
-fn machine_key(states: &[wit::NumaMemoryState]) -> BTreeMap<u32, NodeKey> {
-    states
-        .iter()
-        .map(|s| {
-            let tables = s
-                .memory_map
-                .iter()
-                .map(|t| {
-                    (
-                        t.resource_name.clone(),
-                        [
-                            t.total,
-                            t.system_reserved,
-                            t.allocatable,
-                            t.reserved,
-                            t.free,
-                        ],
-                    )
-                })
-                .collect();
+/// Upstream's `areMachineStatesEqual` (policy_static.go), `got` being the
+/// state after the call: the same NUMA nodes; per node the same number of
+/// assignments, the same group (`cells`, as a set) and the same resources;
+/// per resource the same total, system reservation and allocatable; and
+/// `free` and `reserved` equal as sums over the node's group (a group's
+/// memory may sit on any of its nodes).
+fn machine_states_equal(
+    got: &[wit::NumaMemoryState],
+    want: &[wit::NumaMemoryState],
+) -> CaseResultText {
+    let index = |states: &[wit::NumaMemoryState]| -> BTreeMap<u32, wit::NumaMemoryState> {
+        states.iter().map(|s| (s.numa_node, s.clone())).collect()
+    };
+    let (got, want) = (index(got), index(want));
+    let nodes = |m: &BTreeMap<u32, wit::NumaMemoryState>| m.keys().copied().collect::<Vec<_>>();
+    if nodes(&got) != nodes(&want) {
+        return Err(format!(
+            "machine state: expected NUMA nodes {:?}, got {:?}",
+            nodes(&want),
+            nodes(&got)
+        ));
+    }
+    let table = |m: &BTreeMap<u32, wit::NumaMemoryState>, node: u32, resource: &str| {
+        m.get(&node)
+            .and_then(|s| s.memory_map.iter().find(|t| t.resource_name == resource))
+            .cloned()
+    };
+    for (id, node) in &got {
+        let other = &want[id];
+        let group = |s: &wit::NumaMemoryState| {
             let mut cells = s.cells.clone();
             cells.sort_unstable();
-            cells.dedup();
-            (s.numa_node, (s.number_of_assignments, tables, cells))
-        })
-        .collect()
+            cells
+        };
+        if node.number_of_assignments != other.number_of_assignments || group(node) != group(other)
+        {
+            return Err(format!(
+                "machine state of NUMA node {id}: expected {} assignments on cells {:?}, got {} on {:?}",
+                other.number_of_assignments,
+                group(other),
+                node.number_of_assignments,
+                group(node)
+            ));
+        }
+        fn resources(s: &wit::NumaMemoryState) -> Vec<&str> {
+            let mut names: Vec<&str> = s
+                .memory_map
+                .iter()
+                .map(|t| t.resource_name.as_str())
+                .collect();
+            names.sort_unstable();
+            names
+        }
+        if resources(node) != resources(other) {
+            return Err(format!(
+                "machine state of NUMA node {id}: expected resources {:?}, got {:?}",
+                resources(other),
+                resources(node)
+            ));
+        }
+        for mine in &node.memory_map {
+            let resource = mine.resource_name.as_str();
+            let theirs = table(&want, *id, resource).expect("same resources");
+            let fixed = |t: &wit::MemoryTable| (t.total, t.system_reserved, t.allocatable);
+            if fixed(mine) != fixed(&theirs) {
+                return Err(format!(
+                    "machine state of NUMA node {id} {resource}: expected total, systemReserved, allocatable {:?}, got {:?}",
+                    fixed(&theirs),
+                    fixed(mine)
+                ));
+            }
+            let sums = |m: &BTreeMap<u32, wit::NumaMemoryState>| -> Checked<(u128, u128)> {
+                node.cells.iter().try_fold((0u128, 0u128), |(free, reserved), cell| {
+                    let t = table(m, *cell, resource).ok_or_else(|| {
+                        format!("machine state: NUMA node {id}'s group names node {cell}, which has no {resource}")
+                    })?;
+                    Ok((free + u128::from(t.free), reserved + u128::from(t.reserved)))
+                })
+            };
+            let (got_sums, want_sums) = (sums(&got)?, sums(&want)?);
+            if got_sums != want_sums {
+                return Err(format!(
+                    "machine state of NUMA node {id} {resource}: expected free, reserved over cells {:?} {want_sums:?}, got {got_sums:?}",
+                    node.cells
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `expected.hints`: `null` is a nil map; a resource's `null` list is a nil
@@ -681,22 +775,12 @@ pub(super) fn memory_policy_case(
     };
     if let Some(want) = expected.get("assignments") {
         let want = vector_memory_state("expected.assignments", want, Vec::new())?;
-        check_eq(
-            &mut problems,
-            "assignments",
-            assignment_key(&state),
-            assignment_key(&want.memory),
-        );
+        assignments_equal(&state, &want.memory).unwrap_or_else(|p| problems.push(p));
     }
     if let Some(want) = expected.get("machine_state") {
         let want = vector_machine_state("expected.machine_state", want)?
             .ok_or("expected.machine_state is not a machine state map")?;
-        check_eq(
-            &mut problems,
-            "machine state",
-            machine_key(&state.machine_state),
-            machine_key(&want),
-        );
+        machine_states_equal(&state.machine_state, &want).unwrap_or_else(|p| problems.push(p));
     }
     finish(problems)
 }
