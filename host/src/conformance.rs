@@ -2709,8 +2709,21 @@ fn admit_case(
         .collect::<Checked<Vec<_>>>()?;
     let mut state = crate::empty_manager_state();
     let mut admissions = Vec::new();
+    // Pods `admit` refuses with field errors (the kubelet's admit handlers
+    // before the managers, e.g. pod-level resources with their gate off):
+    // the state stays as it was.
+    let mut refused = Vec::new();
     for pod in &pods {
-        let admission = call(policy.admit(pod, &topology, &state, &node))?;
+        let admission = match policy
+            .admit(pod, &topology, &state, &node)
+            .map_err(|e| format!("{e:#}"))?
+        {
+            Ok(admission) => admission,
+            Err(errors) => {
+                refused.push((pod.name.clone(), errors));
+                continue;
+            }
+        };
         state = admission.state.clone();
         let evaluation = call(policy.evaluate(pod, &node))?;
         admissions.push((pod, admission, evaluation));
@@ -2739,8 +2752,39 @@ fn admit_case(
         known_keys(
             &format!("expected.pods[{name}]"),
             want,
-            &["admitted", "rejection", "files", "containers"],
+            &["admitted", "rejection", "errors", "files", "containers"],
         )?;
+        let expected_errors = want_errors(want, &["errors"], StringIs::Message)
+            .map_err(|e| format!("expected.pods[{name}]: {e}"))?;
+        if let Some((_, errors)) = refused.iter().find(|(p, _)| p == name) {
+            match expected_errors {
+                Some(want) if !want.is_empty() => {
+                    check_field_errors(&want, errors).unwrap_or_else(|p| problems.push(p));
+                }
+                _ => problems.push(format!(
+                    "pod {name}: admit refused it with field errors:\n{}",
+                    format_field_errors(errors)
+                )),
+            }
+            for key in ["rejection", "files", "containers"] {
+                if want.get(key).is_some() {
+                    problems.push(format!(
+                        "pod {name}: expected {key}, but admit refused the pod"
+                    ));
+                }
+            }
+            if opt_bool(want, "admitted").ok().flatten() == Some(true) {
+                problems.push(format!(
+                    "pod {name}: expected admitted, but admit refused the pod"
+                ));
+            }
+            continue;
+        }
+        if expected_errors.is_some_and(|w| !w.is_empty()) {
+            problems.push(format!(
+                "pod {name}: expected field errors, admit gave none"
+            ));
+        }
         let Some((_, admission, evaluation)) = admissions.iter().find(|(p, _, _)| &p.name == name)
         else {
             return Err(format!("expected.pods names `{name}`, not an input pod"));

@@ -172,8 +172,11 @@ pub fn evaluate_pod(pod: Pod, node: &NodeConfig) -> Result<PodEvaluation, Vec<Fi
         Some((allocated, pending)) => (allocated, Some(pending)),
         None => (pod, None),
     };
-    let capacity = memory_capacity(node)?;
     let gates = &node.gates;
+    if let Some(refused) = crate::validation::kubelet_supports_pod_level_resources(&pod, gates) {
+        return Err(vec![refused]);
+    }
+    let capacity = memory_capacity(node)?;
     let class = qos::pod_qos(&pod, gates);
     // The cgroup values use the same kubelet options as `effective`.
     let totals = Totals::new(&pod, &resources::kubelet_options(gates), node);

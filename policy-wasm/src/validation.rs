@@ -145,6 +145,21 @@ fn validate_resize_policy(c: &Container, pod_restart: Option<&str>, errors: &mut
     }
 }
 
+/// The kubelet's `podFeaturesAdmitHandler` (`isPodLevelResourcesSupported`,
+/// lifecycle/features_linux.go): a pod that sets pod-level resources is
+/// not admitted (`PodLevelResourcesNotSupported`) while the kubelet's
+/// `PodLevelResources` gate is off. `evaluate` and `admit` refuse it with
+/// this error, at the field it concerns.
+pub fn kubelet_supports_pod_level_resources(pod: &Pod, gates: &FeatureGates) -> Option<FieldError> {
+    (!gates.pod_level_resources && resources::pod_level_resources_set(pod)).then(|| {
+        field_error(
+            "spec.resources",
+            FieldErrorType::Forbidden,
+            "PodLevelResources feature gate is disabled",
+        )
+    })
+}
+
 fn validate_pod_level(
     pod: &Pod,
     pod_resources: &Requirements,
@@ -152,15 +167,11 @@ fn validate_pod_level(
     errors: &mut Vec<FieldError>,
 ) {
     let set = !pod_resources.requests().is_empty() || !pod_resources.limits().is_empty();
-    if !set {
-        return;
-    }
-    if !gates.pod_level_resources {
-        errors.push(field_error(
-            "spec.resources",
-            FieldErrorType::Forbidden,
-            "pod-level resources require the PodLevelResources feature gate",
-        ));
+    // The API server validates pod-level resources only with the gate on
+    // (`if opts.PodLevelResourcesEnabled`; with it off it drops the field
+    // from a new pod). The kubelet refuses such a pod itself:
+    // [`kubelet_supports_pod_level_resources`].
+    if !set || !gates.pod_level_resources {
         return;
     }
     if pod.os_name.as_deref() == Some("windows") {

@@ -400,6 +400,60 @@ mod tests {
         assert_eq!(errors[0].field, "capacity[memory]");
     }
 
+    /// With the `PodLevelResources` gate off the API server validates
+    /// nothing under `spec.resources` (`if opts.PodLevelResourcesEnabled`),
+    /// and the kubelet refuses the pod (`isPodLevelResourcesSupported`):
+    /// `evaluate` answers with the kubelet's message at `spec.resources`. A
+    /// pod without pod-level resources, or the gate on, evaluates as before.
+    #[test]
+    fn with_the_gate_off_the_api_skips_pod_level_resources_and_the_kubelet_refuses_them() {
+        let gate = |enabled| wit::NodeSettings {
+            capacity: list(&[("cpu", "8"), ("memory", "16Gi")]),
+            feature_gates: vec![wit::FeatureGate {
+                name: "PodLevelResources".into(),
+                enabled,
+            }],
+            ..crate::node::default_settings()
+        };
+        // A pod-level request above its limit: invalid with the gate on.
+        let pod_level = Some(wit::ResourceRequirements {
+            requests: Some(list(&[("cpu", "4")])),
+            limits: Some(list(&[("cpu", "2")])),
+        });
+        let plr = pod("p", pod_level, vec![container("a", None)]);
+        let (off, on) = (gate(false), gate(true));
+        assert!(validate_pod(&plr, &off).is_empty());
+        assert!(
+            validate_pod(&plr, &on)
+                .iter()
+                .any(|e| e.field.starts_with("spec.resources.requests")),
+            "{:?}",
+            validate_pod(&plr, &on)
+        );
+        let refused = evaluate(&plr, &off).unwrap_err();
+        let shown: Vec<_> = refused
+            .iter()
+            .map(|e| (e.field.as_str(), e.reason, e.message.as_str()))
+            .collect();
+        assert_eq!(
+            shown,
+            vec![(
+                "spec.resources",
+                wit::ErrorReason::Forbidden,
+                "PodLevelResources feature gate is disabled"
+            )]
+        );
+        let plain = pod("q", None, vec![container("a", guaranteed("1", "1Gi"))]);
+        assert!(evaluate(&plain, &off).is_ok());
+        let valid_plr = pod(
+            "r",
+            guaranteed("2", "2Gi"),
+            vec![container("a", guaranteed("1", "1Gi"))],
+        );
+        assert!(evaluate(&valid_plr, &on).is_ok());
+        assert!(evaluate(&valid_plr, &off).is_err());
+    }
+
     /// `validate-pod`: the name first, then the defaulted pod's resource
     /// checks, each with its path, type and message.
     #[test]

@@ -719,9 +719,17 @@ fn defaulted_managed_pod(
     errors: &mut Vec<FieldError>,
 ) -> Option<ManagedPod> {
     match super::defaults::defaulted_pod(pod, gates) {
-        Ok(defaulted) => encode_result(managed_pod(&pod.uid, &defaulted, gates))
-            .map_err(|e| errors.extend(e))
-            .ok(),
+        Ok(defaulted) => {
+            if let Some(refused) =
+                crate::validation::kubelet_supports_pod_level_resources(&defaulted, gates)
+            {
+                errors.extend(encode_errors(vec![refused]));
+                return None;
+            }
+            encode_result(managed_pod(&pod.uid, &defaulted, gates))
+                .map_err(|e| errors.extend(e))
+                .ok()
+        }
         Err(e) => {
             errors.extend(e);
             None
