@@ -2201,7 +2201,10 @@ fn strategic_merge(target: &mut Value, patch: &Value, path: &str) -> CaseResultT
 /// `PodResize`: an in-place resize of `pod` to `desired` (or to `pod` with
 /// the strategic merge `patch` applied), through `resize-plan` with the
 /// other pods' requests `allocated`, and `evaluate` of both pods. Expected:
-/// `decision`, `errors` (field errors, Invalid), `restarts` (the containers
+/// `decision`, `message` (the kubelet's PodResizePending message, exact),
+/// `errors` (field errors: what the API server refuses, for Invalid and, as
+/// `PodResizeValidator`'s Forbidden, for Infeasible above the node's
+/// allocatable), `restarts` (the containers
 /// the plan restarts, any order, exact), `containers` (name -> files) and
 /// `pod` (files) after the resize, `usageChecks` (memory usage checks the
 /// plan must make before lowering memory.max; others may come too).
@@ -2744,10 +2747,21 @@ fn admit_case(
     {
         problems.push(format!("shared pool: expected {spec}, got {shared_pool}"));
     }
-    let Some(want_pods) = expected.get("pods") else {
-        return finish(problems);
+    let no_pods = Map::new();
+    let want_pods = match expected.get("pods") {
+        None => &no_pods,
+        Some(pods) => pods.as_object().ok_or("expected.pods is not a map")?,
     };
-    let want_pods = want_pods.as_object().ok_or("expected.pods is not a map")?;
+    // A pod admit refused must be expected so: one the case does not name
+    // fails it, as any field error did before refusals were recorded.
+    for (name, errors) in &refused {
+        if !want_pods.contains_key(name) {
+            problems.push(format!(
+                "pod {name}: admit refused it with field errors:\n{}",
+                format_field_errors(errors)
+            ));
+        }
+    }
     for (name, want) in want_pods {
         known_keys(
             &format!("expected.pods[{name}]"),
@@ -2773,7 +2787,9 @@ fn admit_case(
                     ));
                 }
             }
-            if opt_bool(want, "admitted").ok().flatten() == Some(true) {
+            if opt_bool(want, "admitted").map_err(|e| format!("expected.pods[{name}].{e}"))?
+                == Some(true)
+            {
                 problems.push(format!(
                     "pod {name}: expected admitted, but admit refused the pod"
                 ));
@@ -3767,6 +3783,11 @@ fn cpu_allocate_case(
         Ok(other) => return Err(unexpected_response(&other)),
         Err(e) => {
             check_manager_error(&mut problems, &want_error, Some(&e));
+            if want_default.is_some() {
+                problems.push(
+                    "expected.default_cpuset_after_alloc given, but the allocation failed".into(),
+                );
+            }
             None
         }
     };

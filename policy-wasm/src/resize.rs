@@ -829,7 +829,9 @@ pub fn plan(
         && decision != ResizeDecision::Infeasible
     {
         // Only where the API server's sum and the kubelet's differ (the
-        // kubelet's options): it can never fit either way.
+        // kubelet's options): such a resize never reaches the kubelet, and
+        // can never fit, so the plan says Infeasible rather than the fit
+        // check's Accepted or Deferred.
         let message = refusal.message.clone();
         return rejected(ResizeDecision::Infeasible, message, api_refusal);
     }

@@ -613,9 +613,6 @@ fn upstream_unit_corpus() {
     assert_eq!(total.skipped, 0, "{total}");
 }
 
-/// The upstream corpus's adapters read every field: an unknown input or
-/// expected field, an unknown node setting or cpuset spec key fails the
-/// case, and a changed expected value fails it.
 /// The memory manager's functions: a case is the memory manager's by its
 /// file's area or by its fields (a file of another area still routes it),
 /// and every expected part is compared: the assignments, the machine state,
@@ -713,6 +710,65 @@ fn memory_manager_functions_compare_what_they_expect() {
     );
 }
 
+/// A pod `admit` refuses with field errors (pod-level resources with their
+/// gate off) must be expected so: named with its errors it passes; left
+/// out of `expected.pods`, or expected admitted, it fails the case. A
+/// memory manager case that fails with its expected error cannot also
+/// expect a state.
+#[test]
+fn refusals_and_failed_calls_are_not_passed_over() {
+    let file = shared("upstream-unit/kubelet-pod-level-admission.json");
+    let base = case_of(&file, "", |c| {
+        c["expected"]["pods"]
+            .as_object()
+            .is_some_and(|pods| pods.values().any(|p| p.get("errors").is_some()))
+    });
+    let cases = vec![
+        variant(&base, "as stored", |_| {}),
+        variant(&base, "not named", |c| c["expected"]["pods"] = json!({})),
+        variant(&base, "no expectation", |c| {
+            c["expected"]
+                .as_object_mut()
+                .expect("expected")
+                .remove("pods");
+        }),
+        variant(&base, "admitted", |c| {
+            let pods = c["expected"]["pods"].as_object_mut().expect("pods");
+            for pod in pods.values_mut() {
+                *pod = json!({"admitted": true});
+            }
+        }),
+    ];
+    assert_outcomes(
+        &run_cases("admit-refusals", &file, cases),
+        &["as stored"],
+        &[
+            ("not named", "admit refused it"),
+            ("no expectation", "admit refused it"),
+            ("admitted", "admit refused"),
+        ],
+    );
+
+    let file = shared("upstream-unit/memorymanager-policy-static.json");
+    let base = case_of(&file, "", |c| {
+        c["input"]["operation"] == "Allocate" && c["expected"]["error"].is_string()
+    });
+    let cases = vec![
+        variant(&base, "as stored", |_| {}),
+        variant(&base, "a state too", |c| {
+            c["expected"]["machine_state"] = json!({});
+        }),
+    ];
+    assert_outcomes(
+        &run_cases("memory-error-and-state", &file, cases),
+        &["as stored"],
+        &[("a state too", "given, but the call failed")],
+    );
+}
+
+/// The upstream corpus's adapters read every field: an unknown input or
+/// expected field, an unknown node setting or cpuset spec key fails the
+/// case, and a changed expected value fails it.
 #[test]
 fn upstream_adapters_refuse_unknown_fields() {
     for (relative, function) in [
