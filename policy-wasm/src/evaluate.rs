@@ -173,7 +173,7 @@ pub fn evaluate_pod(pod: Pod, node: &NodeConfig) -> Result<PodEvaluation, Vec<Fi
         None => (pod, None),
     };
     let gates = &node.gates;
-    if let Some(refused) = crate::validation::kubelet_supports_pod_level_resources(&pod, gates) {
+    if let Some(refused) = crate::validation::kubelet_refuses_pod_level_resources(&pod, gates) {
         return Err(vec![refused]);
     }
     let capacity = memory_capacity(node)?;

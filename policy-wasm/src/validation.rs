@@ -150,7 +150,7 @@ fn validate_resize_policy(c: &Container, pod_restart: Option<&str>, errors: &mut
 /// not admitted (`PodLevelResourcesNotSupported`) while the kubelet's
 /// `PodLevelResources` gate is off. `evaluate` and `admit` refuse it with
 /// this error, at the field it concerns.
-pub fn kubelet_supports_pod_level_resources(pod: &Pod, gates: &FeatureGates) -> Option<FieldError> {
+pub fn kubelet_refuses_pod_level_resources(pod: &Pod, gates: &FeatureGates) -> Option<FieldError> {
     (!gates.pod_level_resources && resources::pod_level_resources_set(pod)).then(|| {
         field_error(
             "spec.resources",
@@ -170,7 +170,7 @@ fn validate_pod_level(
     // The API server validates pod-level resources only with the gate on
     // (`if opts.PodLevelResourcesEnabled`; with it off it drops the field
     // from a new pod). The kubelet refuses such a pod itself:
-    // [`kubelet_supports_pod_level_resources`].
+    // [`kubelet_refuses_pod_level_resources`].
     if !set || !gates.pod_level_resources {
         return;
     }

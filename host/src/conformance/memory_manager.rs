@@ -440,14 +440,6 @@ fn memory_pod(input: &Value) -> Checked<(String, wit::Pod)> {
         if input.get("container_resources").is_some() {
             return Err("input gives both pod and container_resources".into());
         }
-        if input.get("container").is_some()
-            && input.get("operation").and_then(Value::as_str) == Some("GetPodTopologyHints")
-        {
-            return Err(
-                "input.container is not read by GetPodTopologyHints of input.pod (the whole pod)"
-                    .into(),
-            );
-        }
         let (uid, pod) = vector_input_pod(input)?;
         if let Some(given) = opt_str(input, "pod_uid")?
             && given != uid
@@ -640,6 +632,7 @@ fn machine_states_equal(
 /// order, as the file notes say).
 pub(super) type HintsKey = Option<BTreeMap<String, Option<Vec<wit::TopologyHint>>>>;
 
+/// `expected.hints` as a [`HintsKey`] (missing is an error).
 pub(super) fn expected_hints(expected: &Value) -> Checked<HintsKey> {
     let Some(value) = expected.get("hints") else {
         return Err("expected.hints is missing".into());
@@ -669,6 +662,7 @@ pub(super) fn expected_hints(expected: &Value) -> Checked<HintsKey> {
     }
 }
 
+/// A provider's answered hints as a [`HintsKey`] (resource -> hint list).
 pub(super) fn hints_key(hints: wit::ProviderHints) -> HintsKey {
     hints.map(|list| {
         list.into_iter()
@@ -731,6 +725,15 @@ pub(super) fn memory_policy_case(
             })
         }
         "GetTopologyHints" | "GetPodTopologyHints" => {
+            if function == "GetPodTopologyHints"
+                && input.get("pod").is_some()
+                && input.get("container").is_some()
+            {
+                return Err(
+                    "input.container is not read by GetPodTopologyHints of input.pod (the whole pod)"
+                        .into(),
+                );
+            }
             let (_, pod) = memory_pod(input)?;
             let container = if function == "GetTopologyHints" {
                 Some(req_str(input, "container")?.to_string())

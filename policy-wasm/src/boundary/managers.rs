@@ -721,7 +721,7 @@ fn defaulted_managed_pod(
     match super::defaults::defaulted_pod(pod, gates) {
         Ok(defaulted) => {
             if let Some(refused) =
-                crate::validation::kubelet_supports_pod_level_resources(&defaulted, gates)
+                crate::validation::kubelet_refuses_pod_level_resources(&defaulted, gates)
             {
                 errors.extend(encode_errors(vec![refused]));
                 return None;
