@@ -300,6 +300,12 @@ pub mod why;
 #[allow(unsafe_code)]
 mod call_arena;
 
+// The component's `memcmp` (compiler-builtins' is a byte loop); built
+// natively for its tests.
+#[cfg(any(target_arch = "wasm32", test))]
+#[allow(unsafe_code)]
+mod byte_compare;
+
 // The export glue wit-bindgen generates is unsafe by nature; it stays in the shim.
 #[cfg(target_arch = "wasm32")]
 #[allow(unsafe_code)]
