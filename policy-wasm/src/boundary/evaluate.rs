@@ -242,7 +242,15 @@ pub fn node_cgroups(pods: &[wit::Pod], node: &wit::NodeSettings) -> Result<wit::
     let mut errors = Vec::new();
     let mut decoded = Vec::new();
     for (i, pod) in pods.iter().enumerate() {
-        match decode_pod(pod) {
+        // A pod the kubelet refuses never runs, so it is in no node-level
+        // sum: it is refused here as `evaluate` refuses it.
+        let decoded_pod = decode_pod(pod).and_then(|pod| {
+            match crate::validation::kubelet_refuses_pod_level_resources(&pod, &node.gates) {
+                Some(refused) => Err(vec![refused.into()]),
+                None => Ok(pod),
+            }
+        });
+        match decoded_pod {
             Ok(pod) => decoded.push(pod),
             Err(pod_errors) => errors.extend(pod_errors.into_iter().map(|mut e| {
                 e.field = format!("pods[{i}].{}", e.field);

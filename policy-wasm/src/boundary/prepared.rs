@@ -97,10 +97,15 @@ pub struct NodeCgroupsSum {
 
 impl NodeCgroupsSum {
     /// `add-pod`: count `pod` as `node-level-cgroups` counts each of its
-    /// pods (as allocated); a pod that does not decode is refused with its
-    /// field errors and changes nothing.
+    /// pods (as allocated); a pod that does not decode, or that the kubelet
+    /// refuses to run, is refused with its field errors and changes nothing.
     pub fn add_pod(&mut self, pod: &wit::Pod) -> Result<()> {
         let pod = super::pod::decode_pod(pod)?;
+        if let Some(refused) =
+            crate::validation::kubelet_refuses_pod_level_resources(&pod, &self.node.gates)
+        {
+            return Err(vec![refused.into()]);
+        }
         crate::evaluate::add_allocated_pod(&mut self.totals, &pod, &self.node);
         Ok(())
     }
@@ -194,5 +199,49 @@ mod tests {
             "{errors:?}"
         );
         assert_eq!(sum.node_cgroups(), before);
+    }
+
+    /// With the kubelet's `PodLevelResources` gate off, a pod that sets
+    /// pod-level resources is not admitted (`evaluate` refuses it), so it
+    /// never counts in the node-level cgroups.
+    #[test]
+    fn a_pod_the_kubelet_refuses_is_in_no_node_level_sum() {
+        let mut node = memory_qos_node();
+        node.feature_gates.push(wit::FeatureGate {
+            name: "PodLevelResources".into(),
+            enabled: false,
+        });
+        let prepared = PreparedNode::prepare(&node, None).expect("node prepares");
+        let mut sum = prepared.node_cgroups_sum();
+        sum.add_pod(&pods()[1]).expect("pod adds");
+        let before = sum.node_cgroups();
+        // Burstable at pod level: it would move the Burstable cpu.weight.
+        let pod_level = pod(
+            "pl",
+            Some(wit::ResourceRequirements {
+                requests: Some(list(&[("cpu", "2"), ("memory", "1Gi")])),
+                limits: None,
+            }),
+            vec![container("c", None)],
+        );
+        let refused = |errors: &[wit::FieldError], field: &str| {
+            errors.iter().any(|e| {
+                e.field == field && e.message == "PodLevelResources feature gate is disabled"
+            })
+        };
+        let errors = sum.add_pod(&pod_level).expect_err("the kubelet refuses it");
+        assert!(refused(&errors, "spec.resources"), "{errors:?}");
+        assert_eq!(sum.node_cgroups(), before);
+        let errors =
+            super::super::evaluate::node_cgroups(&[pods()[1].clone(), pod_level.clone()], &node)
+                .expect_err("the kubelet refuses it");
+        assert!(refused(&errors, "pods[1].spec.resources"), "{errors:?}");
+        // With the gate on (its 1.36 default) the same pod counts.
+        let node = memory_qos_node();
+        let prepared = PreparedNode::prepare(&node, None).expect("node prepares");
+        let mut sum = prepared.node_cgroups_sum();
+        sum.add_pod(&pods()[1]).expect("pod adds");
+        sum.add_pod(&pod_level).expect("counted with the gate on");
+        assert_ne!(sum.node_cgroups(), before);
     }
 }
