@@ -766,6 +766,61 @@ fn refusals_and_failed_calls_are_not_passed_over() {
     );
 }
 
+/// A memory block's NUMA affinity compares in its order, as Go's
+/// `reflect.DeepEqual` compares the `[]int` in upstream's
+/// `areMemoryBlocksEqual`: the blocks of a container may come in any
+/// order, the nodes of one block may not.
+#[test]
+fn memory_blocks_compare_their_numa_affinity_in_order() {
+    fn multi_node_blocks(case: &mut Value) -> Vec<&mut Value> {
+        let mut out = Vec::new();
+        if let Some(pods) = case["expected"]["assignments"].as_object_mut() {
+            for containers in pods.values_mut() {
+                for blocks in containers
+                    .as_object_mut()
+                    .into_iter()
+                    .flat_map(|c| c.values_mut())
+                {
+                    for block in blocks.as_array_mut().into_iter().flatten() {
+                        if block["numaAffinity"]
+                            .as_array()
+                            .is_some_and(|n| n.len() > 1)
+                        {
+                            out.push(&mut block["numaAffinity"]);
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+    let file = shared("upstream-unit/memorymanager-policy-static.json");
+    let base = case_of(&file, "", |c| {
+        !multi_node_blocks(&mut c.clone()).is_empty() && c["expected"]["error"].is_null()
+    });
+    let cases = vec![
+        variant(&base, "as stored", |_| {}),
+        variant(&base, "nodes reversed", |c| {
+            for numa in multi_node_blocks(c) {
+                numa.as_array_mut().expect("nodes").reverse();
+            }
+        }),
+        variant(&base, "blocks reversed", |c| {
+            let pods = c["expected"]["assignments"].as_object_mut().expect("pods");
+            for containers in pods.values_mut() {
+                for blocks in containers.as_object_mut().expect("containers").values_mut() {
+                    blocks.as_array_mut().expect("blocks").reverse();
+                }
+            }
+        }),
+    ];
+    assert_outcomes(
+        &run_cases("memory-numa-order", &file, cases),
+        &["as stored", "blocks reversed"],
+        &[("nodes reversed", "assignments of")],
+    );
+}
+
 /// The upstream corpus's adapters read every field: an unknown input or
 /// expected field, an unknown node setting or cpuset spec key fails the
 /// case, and a changed expected value fails it.

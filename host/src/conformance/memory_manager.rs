@@ -471,7 +471,8 @@ fn memory_pod(input: &Value) -> Checked<(String, wit::Pod)> {
     ))
 }
 
-/// A memory block as compared: NUMA nodes as a set, then resource and size.
+/// A memory block as compared: NUMA nodes in their order (Go's
+/// `reflect.DeepEqual` on the `[]int`), then resource and size.
 type BlockKey = (Vec<u32>, String, u64);
 
 /// Assignments as compared: pod -> container -> blocks in any order
@@ -486,11 +487,7 @@ fn assignment_key(
             let mut blocks: Vec<BlockKey> = container
                 .blocks
                 .iter()
-                .map(|b| {
-                    let mut numa = b.numa_affinity.clone();
-                    numa.sort_unstable();
-                    (numa, b.resource_name.clone(), b.size)
-                })
+                .map(|b| (b.numa_affinity.clone(), b.resource_name.clone(), b.size))
                 .collect();
             blocks.sort();
             out.entry(pod.pod_uid.clone())
