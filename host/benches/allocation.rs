@@ -7,6 +7,7 @@
 
 use std::time::{Duration, Instant};
 
+mod product_allocator;
 mod profile_case;
 mod targets;
 

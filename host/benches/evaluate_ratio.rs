@@ -26,6 +26,7 @@ mod convert;
 use convert::to_native;
 
 mod common;
+mod product_allocator;
 mod profile_case;
 mod targets;
 use common::{agreed_pod, node};

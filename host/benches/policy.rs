@@ -24,6 +24,7 @@ mod convert;
 use convert::to_native;
 
 mod common;
+mod product_allocator;
 use common::{agreed_pod, defaulted_pod, node};
 
 fn cache_dir() -> PathBuf {

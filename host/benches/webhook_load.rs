@@ -18,6 +18,7 @@
 #[path = "../../tests/e2e/webhook/client.rs"]
 #[allow(dead_code)]
 mod client;
+mod product_allocator;
 mod targets;
 
 use std::sync::Arc;
