@@ -288,6 +288,7 @@ pub mod prepared;
 pub mod qos;
 pub mod quantity;
 pub mod resize;
+pub mod resource_map;
 pub mod resource_name;
 pub mod resources;
 pub mod topology;

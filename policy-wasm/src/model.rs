@@ -7,13 +7,11 @@
 //! quantities are exact numbers and whose containers know their kind and
 //! path.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::quantity::Quantity;
 
-/// A parsed `ResourceList`, ordered by resource name.
-pub type ResourceMap = BTreeMap<String, Quantity>;
+pub use crate::resource_map::ResourceMap;
 
 /// The longest value echoed back in an error message.
 const MAX_ECHO: usize = 64;
@@ -92,7 +90,7 @@ pub struct Requirements {
     pub limits: Option<ResourceMap>,
 }
 
-static EMPTY: ResourceMap = BTreeMap::new();
+static EMPTY: ResourceMap = ResourceMap::new();
 
 impl Requirements {
     /// Requests, with nil read as empty.

@@ -1,0 +1,348 @@
+//! [`ResourceMap`]: a parsed `ResourceList`, ordered by resource name.
+//!
+//! A pod's lists hold a handful of names (`cpu`, `memory`, now and then
+//! `ephemeral-storage` or a `hugepages-<size>`), and an evaluation builds
+//! and merges dozens of them per pod. A sorted vector keeps them in one
+//! allocation and finds a name in a few comparisons, where a `BTreeMap`
+//! allocates a node of eleven slots per map and walks it for every lookup.
+//! The API is the part of `BTreeMap`'s the policy uses, with the same
+//! order (by name, bytewise) and the same equality.
+
+use std::fmt;
+
+use crate::quantity::Quantity;
+
+/// A parsed `ResourceList`: resource names and their quantities, ordered
+/// by name, each name once.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ResourceMap {
+    entries: Vec<(String, Quantity)>,
+}
+
+impl ResourceMap {
+    /// The empty map (allocates nothing).
+    pub const fn new() -> ResourceMap {
+        ResourceMap {
+            entries: Vec::new(),
+        }
+    }
+
+    /// Where `name` is, or where it would go.
+    fn find(&self, name: &str) -> Result<usize, usize> {
+        self.entries
+            .binary_search_by(|(key, _)| key.as_str().cmp(name))
+    }
+
+    /// The quantity of `name`.
+    pub fn get(&self, name: &str) -> Option<&Quantity> {
+        self.find(name).ok().map(|at| &self.entries[at].1)
+    }
+
+    /// The quantity of `name`, to change it.
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut Quantity> {
+        match self.find(name) {
+            Ok(at) => Some(&mut self.entries[at].1),
+            Err(_) => None,
+        }
+    }
+
+    /// Whether `name` is in the map.
+    pub fn contains_key(&self, name: &str) -> bool {
+        self.find(name).is_ok()
+    }
+
+    /// Set `name` to `quantity`; the quantity it had, if any.
+    pub fn insert(&mut self, name: String, quantity: Quantity) -> Option<Quantity> {
+        match self.find(&name) {
+            Ok(at) => Some(std::mem::replace(&mut self.entries[at].1, quantity)),
+            Err(at) => {
+                self.entries.insert(at, (name, quantity));
+                None
+            }
+        }
+    }
+
+    /// Take `name` out; its quantity, if it was there.
+    pub fn remove(&mut self, name: &str) -> Option<Quantity> {
+        self.find(name).ok().map(|at| self.entries.remove(at).1)
+    }
+
+    /// The entry of `name`, to read, insert or change it in one lookup.
+    pub fn entry(&mut self, name: String) -> Entry<'_> {
+        match self.find(&name) {
+            Ok(at) => Entry::Occupied(&mut self.entries[at].1),
+            Err(at) => Entry::Vacant {
+                entries: &mut self.entries,
+                at,
+                name,
+            },
+        }
+    }
+
+    /// Keep only the entries `keep` accepts.
+    pub fn retain(&mut self, mut keep: impl FnMut(&String, &mut Quantity) -> bool) {
+        self.entries
+            .retain_mut(|(name, quantity)| keep(name, quantity));
+    }
+
+    /// How many names the map holds.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the map holds no name.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The entries, in name order.
+    pub fn iter(&self) -> Iter<'_> {
+        Iter {
+            inner: self.entries.iter(),
+        }
+    }
+
+    /// The entries, in name order, quantities changeable.
+    pub fn iter_mut(&mut self) -> impl DoubleEndedIterator<Item = (&String, &mut Quantity)> {
+        self.entries
+            .iter_mut()
+            .map(|(name, quantity)| (&*name, quantity))
+    }
+
+    /// The names, in order.
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &String> + Clone {
+        self.entries.iter().map(|(name, _)| name)
+    }
+
+    /// The quantities, in name order.
+    pub fn values(&self) -> impl DoubleEndedIterator<Item = &Quantity> + Clone {
+        self.entries.iter().map(|(_, quantity)| quantity)
+    }
+
+    /// The quantities, in name order, changeable.
+    pub fn values_mut(&mut self) -> impl DoubleEndedIterator<Item = &mut Quantity> {
+        self.entries.iter_mut().map(|(_, quantity)| quantity)
+    }
+}
+
+/// An entry of a [`ResourceMap`] ([`ResourceMap::entry`]).
+pub enum Entry<'a> {
+    /// The name is in the map.
+    Occupied(&'a mut Quantity),
+    /// The name is not: inserting puts it at `at`.
+    Vacant {
+        /// The map's entries.
+        entries: &'a mut Vec<(String, Quantity)>,
+        /// Where the name goes.
+        at: usize,
+        /// The name.
+        name: String,
+    },
+}
+
+impl<'a> Entry<'a> {
+    /// The quantity, inserting `default` first when the name is not there.
+    pub fn or_insert(self, default: Quantity) -> &'a mut Quantity {
+        self.or_insert_with(|| default)
+    }
+
+    /// The quantity, inserting `default()` first when the name is not there.
+    pub fn or_insert_with(self, default: impl FnOnce() -> Quantity) -> &'a mut Quantity {
+        match self {
+            Entry::Occupied(quantity) => quantity,
+            Entry::Vacant { entries, at, name } => {
+                entries.insert(at, (name, default()));
+                &mut entries[at].1
+            }
+        }
+    }
+
+    /// Change the quantity when the name is there.
+    pub fn and_modify(self, change: impl FnOnce(&mut Quantity)) -> Entry<'a> {
+        match self {
+            Entry::Occupied(quantity) => {
+                change(quantity);
+                Entry::Occupied(quantity)
+            }
+            vacant => vacant,
+        }
+    }
+}
+
+/// The entries of a [`ResourceMap`] by reference, in name order.
+#[derive(Clone)]
+pub struct Iter<'a> {
+    inner: std::slice::Iter<'a, (String, Quantity)>,
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = (&'a String, &'a Quantity);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.inner.next().map(|(name, quantity)| (name, quantity))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.inner.size_hint()
+    }
+}
+
+impl DoubleEndedIterator for Iter<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.inner
+            .next_back()
+            .map(|(name, quantity)| (name, quantity))
+    }
+}
+
+impl ExactSizeIterator for Iter<'_> {}
+
+impl<'a> IntoIterator for &'a ResourceMap {
+    type Item = (&'a String, &'a Quantity);
+    type IntoIter = Iter<'a>;
+
+    fn into_iter(self) -> Iter<'a> {
+        self.iter()
+    }
+}
+
+impl IntoIterator for ResourceMap {
+    type Item = (String, Quantity);
+    type IntoIter = std::vec::IntoIter<(String, Quantity)>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.entries.into_iter()
+    }
+}
+
+impl FromIterator<(String, Quantity)> for ResourceMap {
+    fn from_iter<I: IntoIterator<Item = (String, Quantity)>>(items: I) -> ResourceMap {
+        let mut map = ResourceMap::new();
+        map.extend(items);
+        map
+    }
+}
+
+impl Extend<(String, Quantity)> for ResourceMap {
+    /// Later entries of a name replace earlier ones, as in a `BTreeMap`.
+    fn extend<I: IntoIterator<Item = (String, Quantity)>>(&mut self, items: I) {
+        for (name, quantity) in items {
+            self.insert(name, quantity);
+        }
+    }
+}
+
+impl<const N: usize> From<[(String, Quantity); N]> for ResourceMap {
+    fn from(items: [(String, Quantity); N]) -> ResourceMap {
+        items.into_iter().collect()
+    }
+}
+
+impl fmt::Debug for ResourceMap {
+    /// As a `BTreeMap` prints: `{"cpu": .., "memory": ..}`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn q(text: &str) -> Quantity {
+        Quantity::parse(text).expect("a quantity")
+    }
+
+    /// Every operation agrees with a `BTreeMap` doing the same, in order
+    /// and content, over a sequence that inserts, replaces, removes and
+    /// changes names in every position.
+    #[test]
+    fn behaves_as_a_btree_map_of_the_same_operations() {
+        let names = [
+            "memory",
+            "cpu",
+            "hugepages-2Mi",
+            "ephemeral-storage",
+            "a",
+            "zz",
+        ];
+        let mut map = ResourceMap::new();
+        let mut model: BTreeMap<String, Quantity> = BTreeMap::new();
+        for (step, name) in names.iter().cycle().take(40).enumerate() {
+            let quantity = q(&format!("{step}"));
+            match step % 5 {
+                0 | 1 => assert_eq!(
+                    map.insert(name.to_string(), quantity),
+                    model.insert(name.to_string(), quantity)
+                ),
+                2 => assert_eq!(map.remove(name), model.remove(*name)),
+                3 => {
+                    *map.entry(name.to_string()).or_insert(Quantity::ZERO) = quantity;
+                    *model.entry(name.to_string()).or_insert(Quantity::ZERO) = quantity;
+                }
+                _ => {
+                    map.entry(name.to_string())
+                        .and_modify(|v| *v = quantity)
+                        .or_insert_with(|| Quantity::ZERO);
+                    model
+                        .entry(name.to_string())
+                        .and_modify(|v| *v = quantity)
+                        .or_insert_with(|| Quantity::ZERO);
+                }
+            }
+            let ours: Vec<_> = map.iter().map(|(k, v)| (k.clone(), *v)).collect();
+            let theirs: Vec<_> = model.iter().map(|(k, v)| (k.clone(), *v)).collect();
+            assert_eq!(ours, theirs, "after step {step}");
+            assert_eq!(map.len(), model.len());
+            for probe in names {
+                assert_eq!(
+                    map.get(probe),
+                    model.get(probe),
+                    "{probe} after step {step}"
+                );
+                assert_eq!(map.contains_key(probe), model.contains_key(probe));
+            }
+        }
+    }
+
+    #[test]
+    fn collecting_keeps_the_last_quantity_of_a_name_and_sorts_by_name() {
+        let map: ResourceMap = [
+            ("memory".to_string(), q("1Gi")),
+            ("cpu".to_string(), q("1")),
+            ("memory".to_string(), q("2Gi")),
+        ]
+        .into_iter()
+        .collect();
+        let names: Vec<&String> = map.keys().collect();
+        assert_eq!(names, ["cpu", "memory"]);
+        assert_eq!(map.get("memory"), Some(&q("2Gi")));
+        assert_eq!(
+            format!("{map:?}"),
+            format!("{:?}", {
+                let model: BTreeMap<String, Quantity> = [
+                    ("cpu".to_string(), q("1")),
+                    ("memory".to_string(), q("2Gi")),
+                ]
+                .into();
+                model
+            })
+        );
+    }
+
+    #[test]
+    fn retain_and_equality_follow_content_not_history() {
+        let mut a: ResourceMap = [
+            ("cpu".to_string(), q("1")),
+            ("memory".to_string(), q("1Gi")),
+        ]
+        .into();
+        let b: ResourceMap = [("memory".to_string(), q("1Gi"))].into();
+        assert_ne!(a, b);
+        a.retain(|name, _| name != "cpu");
+        assert_eq!(a, b);
+        assert!(ResourceMap::new().is_empty());
+    }
+}
