@@ -27,6 +27,13 @@ impl ResourceMap {
         }
     }
 
+    /// An empty map with room for `capacity` names.
+    pub fn with_capacity(capacity: usize) -> ResourceMap {
+        ResourceMap {
+            entries: Vec::with_capacity(capacity),
+        }
+    }
+
     /// Where `name` is, or where it would go.
     fn find(&self, name: &str) -> Result<usize, usize> {
         self.entries
@@ -53,6 +60,16 @@ impl ResourceMap {
 
     /// Set `name` to `quantity`; the quantity it had, if any.
     pub fn insert(&mut self, name: String, quantity: Quantity) -> Option<Quantity> {
+        // Lists mostly arrive sorted (API objects keep their maps in key
+        // order): a name after the last one is appended with one comparison.
+        if self
+            .entries
+            .last()
+            .is_none_or(|(last, _)| last.as_str() < name.as_str())
+        {
+            self.entries.push((name, quantity));
+            return None;
+        }
         match self.find(&name) {
             Ok(at) => Some(std::mem::replace(&mut self.entries[at].1, quantity)),
             Err(at) => {

@@ -153,7 +153,7 @@ pub fn decode_list<'p>(
     errors: &mut Vec<FieldError>,
 ) -> ResourceMap {
     let path = path.into();
-    let mut map = ResourceMap::new();
+    let mut map = ResourceMap::with_capacity(list.len());
     for entry in list {
         let field = path.key(&entry.name);
         if let Some(q) = parse_quantity(&entry.quantity, field, false, errors)
