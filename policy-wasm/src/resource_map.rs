@@ -324,6 +324,72 @@ mod tests {
         }
     }
 
+    /// The same over a long pseudo-random sequence (a fixed xorshift seed,
+    /// so a failure replays): names that are prefixes of each other, the
+    /// empty name and non-ASCII ones, every operation, and the whole
+    /// content, iteration both ways and equality compared after each step.
+    #[test]
+    fn random_operations_agree_with_a_btree_map() {
+        let names = [
+            "",
+            "cpu",
+            "cpus",
+            "c",
+            "memory",
+            "hugepages-1Gi",
+            "hugepages-2Mi",
+            "é",
+        ];
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut map = ResourceMap::new();
+        let mut model: BTreeMap<String, Quantity> = BTreeMap::new();
+        for step in 0..5_000 {
+            let name = names[(next() % names.len() as u64) as usize];
+            let quantity = q(&format!("{}", next() % 1000));
+            match next() % 6 {
+                0 | 1 => assert_eq!(
+                    map.insert(name.to_string(), quantity),
+                    model.insert(name.to_string(), quantity)
+                ),
+                2 => assert_eq!(map.remove(name), model.remove(name)),
+                3 => {
+                    *map.entry(name.to_string()).or_insert(quantity) = plus_one(quantity);
+                    *model.entry(name.to_string()).or_insert(quantity) = plus_one(quantity);
+                }
+                4 => {
+                    if let Some(v) = map.get_mut(name) {
+                        *v = quantity;
+                    }
+                    if let Some(v) = model.get_mut(name) {
+                        *v = quantity;
+                    }
+                }
+                _ => {
+                    map.retain(|_, v| *v < quantity);
+                    model.retain(|_, v| *v < quantity);
+                }
+            }
+            let ours: Vec<_> = map.iter().map(|(k, v)| (k.clone(), *v)).collect();
+            let theirs: Vec<_> = model.iter().map(|(k, v)| (k.clone(), *v)).collect();
+            assert_eq!(ours, theirs, "after step {step}");
+            let ours_back: Vec<_> = map.iter().rev().map(|(k, _)| k.clone()).collect();
+            let theirs_back: Vec<_> = model.keys().rev().cloned().collect();
+            assert_eq!(ours_back, theirs_back);
+            let rebuilt: ResourceMap = model.clone().into_iter().collect();
+            assert_eq!(map, rebuilt, "equality after step {step}");
+        }
+    }
+
+    fn plus_one(quantity: Quantity) -> Quantity {
+        quantity.saturating_add(q("1"))
+    }
+
     #[test]
     fn collecting_keeps_the_last_quantity_of_a_name_and_sorts_by_name() {
         let map: ResourceMap = [
