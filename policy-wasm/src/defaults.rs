@@ -15,6 +15,7 @@
 //! containers' values parsed from those lists ([`parsed`]), as the kubelet
 //! parses the defaulted pod the API server stored.
 
+use std::collections::BTreeSet;
 use std::fmt;
 
 use crate::features::FeatureGates;
@@ -178,15 +179,51 @@ fn has(list: &[(String, String)], name: &str) -> bool {
     list.iter().any(|(entry, _)| entry == name)
 }
 
+/// Lists longer than this are searched through a set of their names.
+const LONG_LIST: usize = 32;
+
+/// The names of a written list that grows while it is searched: a scan of
+/// the list while it is short (a pod's usual handful), a set of the names
+/// once it is long, so that a pod of thousands of names is not scanned
+/// once per name.
+struct ListNames(Option<BTreeSet<String>>);
+
+impl ListNames {
+    /// For `list`, which may grow by up to `incoming` names.
+    fn of(list: &[(String, String)], incoming: usize) -> ListNames {
+        ListNames(
+            (list.len() + incoming > LONG_LIST)
+                .then(|| list.iter().map(|(name, _)| name.clone()).collect()),
+        )
+    }
+
+    /// Whether `name` is in `list` (the list this was made of, as grown).
+    fn contains(&self, list: &[(String, String)], name: &str) -> bool {
+        match &self.0 {
+            Some(names) => names.contains(name),
+            None => has(list, name),
+        }
+    }
+
+    /// `name` was pushed onto the list.
+    fn pushed(&mut self, name: &str) {
+        if let Some(names) = &mut self.0 {
+            names.insert(name.to_string());
+        }
+    }
+}
+
 /// A container with limits gets requests for every limit it lacks a request for.
 fn default_container_requests(resources: &mut WrittenRequirements) {
     let Some(limits) = resources.limits.as_ref() else {
         return;
     };
     let requests = resources.requests.get_or_insert_with(Vec::new);
+    let mut present = ListNames::of(requests, limits.len());
     for limit in limits {
-        if !has(requests, &limit.0) {
+        if !present.contains(requests, &limit.0) {
             requests.push(limit.clone());
+            present.pushed(&limit.0);
         }
     }
 }
@@ -207,13 +244,16 @@ fn default_hugepage_pod_limits(lists: &mut PodResourceLists, containers: &Pod) {
         resources::aggregate_container_limits(containers, &resources::Options::default());
     let mut limits = resources.limits.clone().unwrap_or_default();
     let requests = resources.requests.clone().unwrap_or_default();
+    let requested = ListNames::of(&requests, 0);
+    let mut limited = ListNames::of(&limits, aggregate.len());
     for (name, q) in &aggregate {
         if is_supported_pod_level_resource(name)
             && is_hugepages(name)
-            && !has(&requests, name)
-            && !has(&limits, name)
+            && !requested.contains(&requests, name)
+            && !limited.contains(&limits, name)
         {
             push_quantity(&mut limits, name, q);
+            limited.pushed(name);
         }
     }
     if !limits.is_empty() {
@@ -229,17 +269,20 @@ fn default_pod_requests(lists: &mut PodResourceLists, containers: &Pod) {
     let mut requests = resources.requests.clone().unwrap_or_default();
     let aggregate: ResourceMap =
         resources::aggregate_container_requests(containers, &resources::Options::default());
+    let mut present = ListNames::of(&requests, aggregate.len() + limits.len());
     for (name, q) in &aggregate {
-        if !has(&requests, name)
+        if !present.contains(&requests, name)
             && is_supported_pod_level_resource(name)
             && is_overcommit_allowed(name)
         {
             push_quantity(&mut requests, name, q);
+            present.pushed(name);
         }
     }
     for limit in &limits {
-        if !has(&requests, &limit.0) && is_supported_pod_level_resource(&limit.0) {
+        if !present.contains(&requests, &limit.0) && is_supported_pod_level_resource(&limit.0) {
             requests.push(limit.clone());
+            present.pushed(&limit.0);
         }
     }
     if !requests.is_empty() {
@@ -272,13 +315,15 @@ fn default_pod_limits(lists: &mut PodResourceLists, containers: &Pod) {
         resources::aggregate_container_limits(containers, &resources::Options::default());
     let resources = lists.resources.get_or_insert_with(Default::default);
     let mut limits = resources.limits.clone().unwrap_or_default();
+    let mut present = ListNames::of(&limits, aggregate.len());
     for (name, q) in &aggregate {
-        if !has(&limits, name)
+        if !present.contains(&limits, name)
             && is_supported_pod_level_resource(name)
             && is_overcommit_allowed(name)
             && all_containers_have_limit(containers, name)
         {
             push_quantity(&mut limits, name, q);
+            present.pushed(name);
         }
     }
     if !limits.is_empty() {
@@ -314,9 +359,22 @@ fn diff_list(
         )),
         // Paths are formatted only for the entries that become operations.
         (Some(before), Some(after)) => {
+            // A long `before` is searched through a map of its entries (the
+            // first of a name, as the scan finds it).
+            let indexed = (before.len() > LONG_LIST).then(|| {
+                let mut map = std::collections::BTreeMap::new();
+                for (b, q) in before {
+                    map.entry(b.as_str()).or_insert(q);
+                }
+                map
+            });
             for (name, quantity) in after {
                 let path = || format!("{base}/{}", pointer_token(name));
-                match before.iter().find(|(b, _)| b == name) {
+                let found = match &indexed {
+                    Some(map) => map.get(name.as_str()).map(|q| (name, *q)),
+                    None => before.iter().find(|(b, _)| b == name).map(|(b, q)| (b, q)),
+                };
+                match found {
                     None => ops.push(op(
                         PatchOp::Add,
                         path(),
@@ -401,4 +459,72 @@ pub fn diff_pod(before: &PodResourceLists, after: &PodResourceLists) -> Vec<Patc
         &mut ops,
     );
     ops
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries(names: impl IntoIterator<Item = usize>, value: &str) -> WrittenQuantities {
+        names
+            .into_iter()
+            .map(|i| (format!("example.com/r{i:04}"), value.to_string()))
+            .collect()
+    }
+
+    /// Below and above [`LONG_LIST`], defaulting gives what a scan per
+    /// name gives: the requests as written, then every limit without a
+    /// request in the limits' order, a name repeated in the limits once.
+    #[test]
+    fn long_lists_default_as_short_ones_do() {
+        for n in [6, 40, 400] {
+            let limits: WrittenQuantities = entries((0..n).rev().chain([1, 2]), "2");
+            let requests = entries((0..n).filter(|i| i % 3 == 0), "1");
+            let mut expected = requests.clone();
+            for limit in &limits {
+                if !expected.iter().any(|(name, _)| *name == limit.0) {
+                    expected.push(limit.clone());
+                }
+            }
+            let mut written = WrittenRequirements {
+                requests: Some(requests),
+                limits: Some(limits),
+            };
+            default_container_requests(&mut written);
+            assert_eq!(written.requests, Some(expected), "{n} names");
+        }
+    }
+
+    /// Below and above [`LONG_LIST`], the patch of a list is an `add` per
+    /// new name and a `replace` per changed quantity, in the new list's
+    /// order, compared with the first entry of a name in the old list.
+    #[test]
+    fn long_lists_patch_as_short_ones_do() {
+        for n in [6, 40, 400] {
+            let mut before = entries((0..n).rev(), "1");
+            before.push(("example.com/r0000".to_string(), "9".to_string()));
+            let mut after = entries(0..n, "1");
+            after[1].1 = "2".to_string();
+            after.extend(entries(n..n + 3, "1"));
+            let mut ops = Vec::new();
+            diff_list(&"/spec/x", Some(&before), Some(&after), &mut ops);
+            let described: Vec<String> = ops
+                .iter()
+                .map(|o| format!("{:?} {} {:?}", o.op, o.path, o.value))
+                .collect();
+            let mut expected = vec![format!(
+                "{:?} /spec/x/example.com~1r0001 {:?}",
+                PatchOp::Replace,
+                PatchValue::Quantity("2".to_string())
+            )];
+            for i in n..n + 3 {
+                expected.push(format!(
+                    "{:?} /spec/x/example.com~1r{i:04} {:?}",
+                    PatchOp::Add,
+                    PatchValue::Quantity("1".to_string())
+                ));
+            }
+            assert_eq!(described, expected, "{n} names");
+        }
+    }
 }

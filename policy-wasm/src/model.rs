@@ -9,8 +9,6 @@
 
 use std::fmt;
 
-use crate::quantity::Quantity;
-
 pub use crate::resource_map::ResourceMap;
 
 /// The longest value echoed back in an error message.
@@ -233,15 +231,5 @@ impl Pod {
         self.init_and_regular()
             .chain(self.ephemeral_containers.iter())
             .find(|c| c.name == name)
-    }
-}
-
-/// `map[name] += q` (creating the key), saturating at the quantity bound.
-pub fn add_into(map: &mut ResourceMap, name: &str, q: Quantity) {
-    match map.get_mut(name) {
-        Some(existing) => *existing = existing.saturating_add(q),
-        None => {
-            map.insert(name.to_string(), q);
-        }
     }
 }

@@ -185,10 +185,7 @@ impl NodeConfig {
     pub fn validate_allocatable(&self) -> Vec<FieldError> {
         let mut reservation: ResourceMap = ResourceMap::new();
         for reserved in [&self.system_reserved, &self.kube_reserved] {
-            for (name, q) in reserved {
-                let slot = reservation.entry(name.clone()).or_insert(Quantity::ZERO);
-                *slot = slot.saturating_add(*q);
-            }
+            crate::resources::add_all(&mut reservation, reserved);
         }
         for (name, bytes) in [
             ("memory", self.eviction_hard_memory),

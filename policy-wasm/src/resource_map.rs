@@ -7,6 +7,13 @@
 //! allocates a node of eleven slots per map and walks it for every lookup.
 //! The API is the part of `BTreeMap`'s the policy uses, with the same
 //! order (by name, bytewise) and the same equality.
+//!
+//! One insertion in the middle moves the entries after it, so nothing that
+//! adds many names goes through [`ResourceMap::insert`] one at a time in an
+//! order it does not choose: collecting and extending sort once, and
+//! [`ResourceMap::merge_with`] (sums and maxima of two maps) walks both maps
+//! once. A pod of tens of thousands of names in reverse order then costs a
+//! sort, not a quadratic shuffle that would run into the call's deadline.
 
 use std::fmt;
 
@@ -100,6 +107,75 @@ impl ResourceMap {
     pub fn retain(&mut self, mut keep: impl FnMut(&String, &mut Quantity) -> bool) {
         self.entries
             .retain_mut(|(name, quantity)| keep(name, quantity));
+    }
+
+    /// Fold `other` into `self`, walking both once: a name only in `other`
+    /// is added with its quantity, a name in both becomes
+    /// `combine(mine, theirs)`.
+    pub fn merge_with(
+        &mut self,
+        other: &ResourceMap,
+        combine: impl Fn(Quantity, Quantity) -> Quantity,
+    ) {
+        if other.is_empty() {
+            return;
+        }
+        if self.covers(other) {
+            // The common case (the same few names): change values in place.
+            let mut at = 0;
+            for (name, theirs) in &other.entries {
+                while self.entries[at].0 != *name {
+                    at += 1;
+                }
+                self.entries[at].1 = combine(self.entries[at].1, *theirs);
+            }
+            return;
+        }
+        let mine = std::mem::take(&mut self.entries);
+        let mut merged = Vec::with_capacity(mine.len() + other.len());
+        let mut theirs = other.entries.iter().peekable();
+        for (name, quantity) in mine {
+            while let Some((other_name, other_quantity)) =
+                theirs.next_if(|(other_name, _)| *other_name < name)
+            {
+                merged.push((other_name.clone(), *other_quantity));
+            }
+            match theirs.next_if(|(other_name, _)| *other_name == name) {
+                Some((_, other_quantity)) => {
+                    merged.push((name, combine(quantity, *other_quantity)))
+                }
+                None => merged.push((name, quantity)),
+            }
+        }
+        merged.extend(theirs.map(|(name, quantity)| (name.clone(), *quantity)));
+        self.entries = merged;
+    }
+
+    /// Whether every name of `other` is in `self` (one walk of both).
+    fn covers(&self, other: &ResourceMap) -> bool {
+        let mut mine = self.entries.iter();
+        other
+            .entries
+            .iter()
+            .all(|(name, _)| mine.any(|(my_name, _)| my_name == name))
+    }
+
+    /// Sort entries that were pushed in any order, the last quantity of a
+    /// name winning, as repeated `BTreeMap` inserts leave it.
+    fn normalize(&mut self) {
+        if self.entries.windows(2).all(|pair| pair[0].0 < pair[1].0) {
+            return;
+        }
+        // Stable: equal names keep their order, so the last pushed is last.
+        self.entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut kept: Vec<(String, Quantity)> = Vec::with_capacity(self.entries.len());
+        for entry in self.entries.drain(..) {
+            match kept.last_mut() {
+                Some(last) if last.0 == entry.0 => *last = entry,
+                _ => kept.push(entry),
+            }
+        }
+        self.entries = kept;
     }
 
     /// How many names the map holds.
@@ -241,11 +317,11 @@ impl FromIterator<(String, Quantity)> for ResourceMap {
 }
 
 impl Extend<(String, Quantity)> for ResourceMap {
-    /// Later entries of a name replace earlier ones, as in a `BTreeMap`.
+    /// Later entries of a name replace earlier ones, as in a `BTreeMap`;
+    /// one sort for the whole batch, whatever its order.
     fn extend<I: IntoIterator<Item = (String, Quantity)>>(&mut self, items: I) {
-        for (name, quantity) in items {
-            self.insert(name, quantity);
-        }
+        self.entries.extend(items);
+        self.normalize();
     }
 }
 
@@ -384,6 +460,81 @@ mod tests {
             let rebuilt: ResourceMap = model.clone().into_iter().collect();
             assert_eq!(map, rebuilt, "equality after step {step}");
         }
+    }
+
+    /// `merge_with` against the same fold on a `BTreeMap`, for sums and
+    /// maxima, with maps that share all, some or none of their names
+    /// (equal quantities of different formats included, so a fold that
+    /// took the wrong side of a tie would print differently).
+    #[test]
+    fn merging_agrees_with_a_btree_map_fold() {
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let names = ["a", "cpu", "cpus", "hugepages-2Mi", "memory", "zz"];
+        let max = |mine: Quantity, theirs: Quantity| if mine >= theirs { mine } else { theirs };
+        for round in 0..500 {
+            let mut pick = || -> Vec<(String, Quantity)> {
+                let mut picked = Vec::new();
+                for name in names {
+                    if next() % 2 == 0 {
+                        // "1Gi" and "1073741824" are equal with different formats.
+                        let text = ["1Gi", "1073741824", "2", "500m"][(next() % 4) as usize];
+                        picked.push((name.to_string(), q(text)));
+                    }
+                }
+                picked
+            };
+            let (mine, theirs) = (pick(), pick());
+            for (which, combine) in [
+                (
+                    "sum",
+                    Quantity::saturating_add as fn(Quantity, Quantity) -> Quantity,
+                ),
+                ("max", max),
+            ] {
+                let mut map: ResourceMap = mine.clone().into_iter().collect();
+                map.merge_with(&theirs.clone().into_iter().collect(), combine);
+                let mut model: BTreeMap<String, Quantity> = mine.clone().into_iter().collect();
+                for (name, quantity) in &theirs {
+                    match model.get_mut(name) {
+                        Some(v) => *v = combine(*v, *quantity),
+                        None => {
+                            model.insert(name.clone(), *quantity);
+                        }
+                    }
+                }
+                let ours: Vec<_> = map
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.to_string()))
+                    .collect();
+                let theirs_text: Vec<_> = model
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.to_string()))
+                    .collect();
+                assert_eq!(ours, theirs_text, "{which}, round {round}");
+            }
+        }
+    }
+
+    /// A long batch in reverse order with repeated names collects to the
+    /// sorted map, the last quantity of a name winning, in one sort.
+    #[test]
+    fn a_long_reversed_batch_collects_sorted() {
+        let items: Vec<(String, Quantity)> = (0..50_000)
+            .rev()
+            .map(|i| (format!("example.com/r{i:06}"), q(&format!("{}", i % 7))))
+            .chain([("example.com/r000001".to_string(), q("9"))])
+            .collect();
+        let map: ResourceMap = items.into_iter().collect();
+        assert_eq!(map.len(), 50_000);
+        assert!(map.keys().zip(map.keys().skip(1)).all(|(a, b)| a < b));
+        assert_eq!(map.get("example.com/r000001"), Some(&q("9")));
+        assert_eq!(map.get("example.com/r000008"), Some(&q("1")));
     }
 
     fn plus_one(quantity: Quantity) -> Quantity {

@@ -13,7 +13,7 @@
 use std::borrow::Cow;
 
 use crate::features::FeatureGates;
-use crate::model::{Container, ContainerKind, ContainerStatus, Pod, ResourceMap, add_into};
+use crate::model::{Container, ContainerKind, ContainerStatus, Pod, ResourceMap};
 use crate::quantity::Quantity;
 
 /// Whether a resource may be set at pod level: cpu, memory and hugepages-*.
@@ -99,22 +99,16 @@ pub struct Options {
 
 /// `map[k] = max(map[k], other[k])` for every key of `other`.
 pub fn max_into(map: &mut ResourceMap, other: &ResourceMap) {
-    for (k, v) in other {
-        match map.get_mut(k) {
-            Some(existing) if *existing >= *v => {}
-            Some(existing) => *existing = *v,
-            None => {
-                map.insert(k.clone(), *v);
-            }
-        }
-    }
+    // On a tie the quantity already there stays (its format is what prints).
+    map.merge_with(
+        other,
+        |mine, theirs| if mine >= theirs { mine } else { theirs },
+    );
 }
 
 /// `map += other`, key by key.
 pub fn add_all(map: &mut ResourceMap, other: &ResourceMap) {
-    for (k, v) in other {
-        add_into(map, k, *v);
-    }
+    map.merge_with(other, Quantity::saturating_add);
 }
 
 /// `requests` with the missing defaults added; borrowed when there are none.
@@ -411,11 +405,11 @@ pub fn pod_limits_from(
 ) -> ResourceMap {
     let mut limits = aggregate;
     if gates.dra_node_allocatable_resources {
-        for (k, v) in dra_claim_resources(pod) {
-            if limits.contains_key(&k) || is_hugepages(&k) {
-                add_into(&mut limits, &k, v);
-            }
-        }
+        let claimed: ResourceMap = dra_claim_resources(pod)
+            .into_iter()
+            .filter(|(k, _)| limits.contains_key(k) || is_hugepages(k))
+            .collect();
+        add_all(&mut limits, &claimed);
     }
     // Upstream checks ResourcesSet (not LimitsSet) here; the loop below only
     // copies the limits that exist, so the two agree.
@@ -449,5 +443,52 @@ pub fn kubelet_options(gates: &FeatureGates) -> Options {
     Options {
         skip_pod_level_resources: !gates.pod_level_resources,
         ..Options::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(entries: &[(&str, &str)]) -> ResourceMap {
+        entries
+            .iter()
+            .map(|(name, text)| (name.to_string(), Quantity::parse(text).expect("a quantity")))
+            .collect()
+    }
+
+    fn printed(map: &ResourceMap) -> Vec<(String, String)> {
+        map.iter()
+            .map(|(k, v)| (k.clone(), v.to_string()))
+            .collect()
+    }
+
+    /// `max_into` keeps the quantity already there on a tie, as upstream's
+    /// `maxResourceList` (it replaces only a smaller one), so its format is
+    /// what prints; a name only in `other` is added, and sums saturate.
+    #[test]
+    fn maxima_keep_the_first_of_equal_quantities_and_sums_add_every_name() {
+        let mut first = map(&[("cpu", "1"), ("memory", "1Gi")]);
+        max_into(
+            &mut first,
+            &map(&[("cpu", "1000m"), ("memory", "1073741824"), ("pods", "3")]),
+        );
+        assert_eq!(
+            printed(&first),
+            printed(&map(&[("cpu", "1"), ("memory", "1Gi"), ("pods", "3")]))
+        );
+        let mut second = map(&[("memory", "1073741824")]);
+        max_into(&mut second, &map(&[("memory", "1Gi"), ("cpu", "2")]));
+        assert_eq!(
+            printed(&second),
+            printed(&map(&[("cpu", "2"), ("memory", "1073741824")]))
+        );
+
+        let mut sum = map(&[("cpu", "500m"), ("zz", "1")]);
+        add_all(&mut sum, &map(&[("a", "1"), ("cpu", "1500m")]));
+        assert_eq!(
+            printed(&sum),
+            printed(&map(&[("a", "1"), ("cpu", "2"), ("zz", "1")]))
+        );
     }
 }

@@ -122,3 +122,57 @@ fn component_evaluates_a_pod_with_pod_level_limits() {
         Some("200000 100000")
     );
 }
+
+/// Resource lists reach the component in whatever order a host sends them.
+/// Two containers of 20,000 extended resources each, every list in reverse
+/// order and the two containers' names interleaved, are decoded, merged
+/// and evaluated inside the call's deadline (2 s): as one insertion in the
+/// middle of a sorted list per name they took longer than that
+/// (`policy-wasm/src/resource_map.rs`).
+#[test]
+fn long_resource_lists_in_reverse_order_are_evaluated_within_the_deadline() {
+    let names = |parity: usize| -> serde_json::Value {
+        (0..20_000)
+            .map(|i| {
+                (
+                    format!("example.com/r{:05}", 2 * i + parity),
+                    serde_json::json!("1"),
+                )
+            })
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
+    let (even, odd) = (names(0), names(1));
+    let json = serde_json::json!({
+        "metadata": {"name": "many", "namespace": "default", "uid": "u1"},
+        "spec": {"containers": [
+            {"name": "even", "resources": {"requests": even, "limits": even}},
+            {"name": "odd", "resources": {"requests": odd, "limits": odd}}
+        ]}
+    });
+    let mut pod = podpolicy::pod_input::pod_from_json(&json).expect("pod parses");
+    for container in &mut pod.spec.containers {
+        let resources = container.resources.as_mut().expect("resources");
+        resources.requests.as_mut().expect("requests").reverse();
+        resources.limits.as_mut().expect("limits").reverse();
+    }
+    let node = podpolicy::bindings::NodeSettings {
+        capacity: vec![podpolicy::bindings::ResourceQuantity {
+            name: "memory".into(),
+            quantity: "16Gi".into(),
+        }],
+        ..podpolicy::empty_node()
+    };
+    let eval = policy()
+        .evaluate(&pod, &node)
+        .expect("answered within the deadline")
+        .expect("pod evaluates");
+    let requests = &eval.effective.requests;
+    assert_eq!(requests.len(), 40_000);
+    assert!(
+        requests.windows(2).all(|pair| pair[0].name < pair[1].name),
+        "the pod's requests come back in name order"
+    );
+    assert_eq!(requests[0].name, "example.com/r00000");
+    assert_eq!(requests[39_999].name, "example.com/r39999");
+}

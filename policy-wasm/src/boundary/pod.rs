@@ -3,9 +3,11 @@
 //! [`FieldPath`]), and parsed resource maps and container kinds encoded
 //! back.
 
+use std::collections::BTreeMap;
+
 use crate::model::{
     ClaimStatus, Container, ContainerKind, ContainerStatus, FieldPath, Pod, Requirements,
-    ResourceMap, Status, add_into, truncate,
+    ResourceMap, Status, truncate,
 };
 use crate::quantity::Quantity;
 use crate::resize::PendingResize;
@@ -153,11 +155,33 @@ pub fn decode_list<'p>(
     errors: &mut Vec<FieldError>,
 ) -> ResourceMap {
     let path = path.into();
-    let mut map = ResourceMap::with_capacity(list.len());
+    if list.windows(2).all(|pair| pair[0].name < pair[1].name) {
+        // In name order, as API objects keep their maps: every entry is
+        // appended, and no name can repeat.
+        let mut map = ResourceMap::with_capacity(list.len());
+        decode_entries(list, path, errors, |name, q| map.insert(name, q).is_some());
+        map
+    } else {
+        // Any other order: a tree, so a long list in reverse order costs
+        // its sort and not an insertion in the middle per entry.
+        let mut tree = BTreeMap::new();
+        decode_entries(list, path, errors, |name, q| tree.insert(name, q).is_some());
+        tree.into_iter().collect()
+    }
+}
+
+/// Parse every entry of `list` and give it to `insert`, which says whether
+/// the name was there already (a duplicate, reported in the list's order).
+fn decode_entries(
+    list: &[wit::ResourceQuantity],
+    path: FieldPath<'_>,
+    errors: &mut Vec<FieldError>,
+    mut insert: impl FnMut(String, Quantity) -> bool,
+) {
     for entry in list {
         let field = path.key(&entry.name);
         if let Some(q) = parse_quantity(&entry.quantity, field, false, errors)
-            && map.insert(entry.name.clone(), q).is_some()
+            && insert(entry.name.clone(), q)
         {
             errors.push(FieldError {
                 field: field.to_string(),
@@ -167,7 +191,16 @@ pub fn decode_list<'p>(
             });
         }
     }
-    map
+}
+
+/// `tree[name] += q`, saturating.
+fn sum_into(tree: &mut BTreeMap<String, Quantity>, name: &str, q: Quantity) {
+    match tree.get_mut(name) {
+        Some(sum) => *sum = sum.saturating_add(q),
+        None => {
+            tree.insert(name.to_string(), q);
+        }
+    }
 }
 
 /// Parse one quantity found at `field`; `allow_negative` is false for
@@ -229,8 +262,10 @@ fn decode_status(status: &wit::PodStatus, errors: &mut Vec<FieldError>) -> Statu
         .map(|(i, claim)| {
             let list = FieldPath::Root("status.nodeAllocatableResourceClaimStatuses");
             let path = list.index(i);
-            let mut per_pod = ResourceMap::new();
-            let mut per_container = ResourceMap::new();
+            // Summed by name in a tree, whatever the entries' order, then
+            // collected in name order (see `ResourceMap`).
+            let mut per_pod = BTreeMap::new();
+            let mut per_container = BTreeMap::new();
             let overhead = path.field("overhead");
             for (j, o) in claim.overhead.iter().enumerate() {
                 let opath = overhead.index(j);
@@ -239,21 +274,21 @@ fn decode_status(status: &wit::PodStatus, errors: &mut Vec<FieldError>) -> Statu
                     .as_ref()
                     .and_then(|t| parse_quantity(t, opath.field("perPod"), false, errors))
                 {
-                    add_into(&mut per_pod, &o.name, q);
+                    sum_into(&mut per_pod, &o.name, q);
                 }
                 if let Some(q) = o
                     .per_container
                     .as_ref()
                     .and_then(|t| parse_quantity(t, opath.field("perContainer"), false, errors))
                 {
-                    add_into(&mut per_container, &o.name, q);
+                    sum_into(&mut per_container, &o.name, q);
                 }
             }
             ClaimStatus {
                 containers: claim.containers.clone(),
                 mapping: decode_list(&claim.mapping, path.field("mapping"), errors),
-                per_pod,
-                per_container,
+                per_pod: per_pod.into_iter().collect(),
+                per_container: per_container.into_iter().collect(),
             }
         })
         .collect();
