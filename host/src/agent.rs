@@ -1172,7 +1172,7 @@ pub fn static_pod_uid(pod: &Pod, node_name: &str) -> String {
 /// The policy's node-level warnings (e.g. Memory QoS on a kernel < 5.9).
 fn node_warnings(policy: &PolicyRuntime, node: &NodeSettings) -> Vec<String> {
     match policy.node_cgroups(&[], node) {
-        Ok(Ok(values)) => values.warnings,
+        Ok(Ok(values)) => values.warnings.iter().map(ToString::to_string).collect(),
         _ => Vec::new(),
     }
 }

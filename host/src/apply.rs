@@ -738,7 +738,7 @@ fn apply_owners(
         }
         Err(e) => node_unit.error = Some(format!("{e:#}")),
     }
-    warnings.extend(evaluations.node.warnings.iter().cloned());
+    warnings.extend(evaluations.node.warnings.iter().map(ToString::to_string));
     if !node_unit.desired.is_empty() || node_unit.error.is_some() {
         units.push(node_unit);
     }

@@ -32,6 +32,7 @@ pub mod bindings {
     // `Display` and `parse` for cgroup file names and values: the policy's
     // own formatter, so the host spells every file as the guest means it.
     policy_wasm::cgroup_file_text!();
+    policy_wasm::evaluation_text!();
 
     /// The policy prepared for instantiation: the generated pre-instance,
     /// which type-checks every export of the component once.

@@ -246,7 +246,8 @@ impl From<&crate::bindings::ResourceRequirements> for RequirementsOut {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PendingResizeOut {
-    /// `Deferred`, `Infeasible` or `InProgress`.
+    /// `Deferred`, `Infeasible`, `Pending` (a `PodResizePending` reason the
+    /// kubelet does not set) or `InProgress`: the contract's state as the policy prints it.
     pub state: String,
     /// What differs.
     pub changes: Vec<ResourcesChangeOut>,
@@ -334,7 +335,7 @@ impl NodeOut {
                     (node_cgroup_name(c.cgroup).to_string(), files)
                 })
                 .collect(),
-            warnings: node.warnings.clone(),
+            warnings: node.warnings.iter().map(ToString::to_string).collect(),
             notes: Vec::new(),
         }
     }
@@ -573,9 +574,9 @@ impl Explanation {
                 })
                 .collect(),
             why: Vec::new(),
-            warnings: eval.warnings.clone(),
+            warnings: eval.warnings.iter().map(ToString::to_string).collect(),
             pending_resize: eval.pending_resize.as_ref().map(|p| PendingResizeOut {
-                state: p.state.clone(),
+                state: p.state.to_string(),
                 changes: p
                     .changes
                     .iter()

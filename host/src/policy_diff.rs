@@ -272,7 +272,7 @@ fn values(outcome: &PodOutcome) -> Vec<(Key, String)> {
                 }
             }
             for warning in &pod.evaluation.warnings {
-                push("", "warning".into(), warning.clone());
+                push("", "warning".into(), warning.to_string());
             }
         }
         Verdict::Invalid(errors) => {
@@ -313,7 +313,7 @@ fn node_values(eval: &Evaluations) -> Vec<(Key, String)> {
     for (i, warning) in eval.node.warnings.iter().enumerate() {
         out.push((
             (String::new(), format!("warning #{}", i + 1)),
-            warning.clone(),
+            warning.to_string(),
         ));
     }
     out

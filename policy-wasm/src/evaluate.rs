@@ -72,8 +72,8 @@ pub struct PodEvaluation {
     pub pod_cgroup_files: Vec<CgroupFile>,
     /// Per container: init containers first, then regular, then ephemeral, in spec order.
     pub containers: Vec<ContainerEvaluation>,
-    /// Non-fatal notes for a user (e.g. an old kernel under Memory QoS).
-    pub warnings: Vec<String>,
+    /// Non-fatal notes for a user (today: an old kernel under Memory QoS).
+    pub warnings: Vec<crate::memory_qos::KernelWarning>,
     /// A resize the kubelet has not actuated yet; the values are the allocated ones.
     pub pending_resize: Option<PendingResize>,
 }

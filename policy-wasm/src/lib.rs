@@ -50,7 +50,8 @@ macro_rules! contract_types {
         pub use $($interfaces)*::common::*;
         pub use $($interfaces)*::evaluate::{
             ContainerEvaluation, ContainerKind, HugepageLimit, NodeCgroup, NodeCgroupValues,
-            NodeCgroups, PendingResize, PodEvaluation, ResourceConfig, ResourcesChange, ValueReason,
+            EvaluationWarning, NodeCgroups, PendingResize, PodEvaluation, ResizeState, ResourceConfig,
+            ResourcesChange, ValueReason,
         };
         pub use $($interfaces)*::managers::{
             Admission, ContainerAssignment, ContainerCpuset, ContainerFiles, ContainerMemory,
@@ -78,6 +79,47 @@ macro_rules! contract_types {
             HintsRequest, ManagerRequest, ManagerResponse, MergedHint, PodRequest, PodRequestedRequest,
             RemoveRequest, RequestedResource, TakeAlgorithm, TakeCpusRequest,
         };
+    };
+}
+
+/// The text of the contract's resize states and evaluation warnings, for
+/// whichever bindings hold `resize-state` and `evaluation-warning` (invoke
+/// it where they are in scope): `Display` gives what the core's own types
+/// print ([`resize::ResizeState`], [`memory_qos::KernelWarning`]), so a
+/// host prints the policy's answer from its data with the policy's words.
+#[macro_export]
+macro_rules! evaluation_text {
+    () => {
+        impl ResizeState {
+            /// The core's state for this one.
+            pub const fn core(self) -> $crate::resize::ResizeState {
+                match self {
+                    ResizeState::Deferred => $crate::resize::ResizeState::Deferred,
+                    ResizeState::Infeasible => $crate::resize::ResizeState::Infeasible,
+                    ResizeState::Pending => $crate::resize::ResizeState::Pending,
+                    ResizeState::InProgress => $crate::resize::ResizeState::InProgress,
+                }
+            }
+        }
+
+        impl ::core::fmt::Display for ResizeState {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                f.write_str(self.core().as_str())
+            }
+        }
+
+        impl ::core::fmt::Display for EvaluationWarning {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                match self {
+                    EvaluationWarning::MemoryQosKernelTooOld(version) => {
+                        $crate::memory_qos::KernelWarning::write_too_old(f, version)
+                    }
+                    EvaluationWarning::KernelVersionUnreadable(version) => {
+                        $crate::memory_qos::KernelWarning::write_unreadable(f, version)
+                    }
+                }
+            }
+        }
     };
 }
 
@@ -263,6 +305,7 @@ pub mod wit {
     });
     crate::contract_types!(self::exports::podpolicy::policy);
     crate::cgroup_file_text!();
+    crate::evaluation_text!();
 }
 
 pub mod boundary;

@@ -108,9 +108,48 @@ pub fn container_unified(c: &Container, node: &NodeConfig, qos: QosClass) -> Vec
     unified
 }
 
+/// A warning about the node's kernel for Memory QoS, with the
+/// `kernel-version` it is about (as given).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KernelWarning {
+    /// Older than 5.9: `memory.high` can livelock (KEP-2570's prerequisite).
+    TooOld(String),
+    /// Not readable as `major.minor`, so 5.9 cannot be checked.
+    Unreadable(String),
+}
+
+impl KernelWarning {
+    /// The text of [`KernelWarning::TooOld`] for `version`; hosts print
+    /// the contract's warning through it too ([`crate::evaluation_text!`]).
+    pub fn write_too_old(f: &mut core::fmt::Formatter<'_>, version: &str) -> core::fmt::Result {
+        write!(
+            f,
+            "kernel {version} is older than 5.9: workloads at memory.high may livelock (KEP-2570); \
+             use a 5.9+ kernel or set memoryThrottlingFactor: 1.0 to disable early throttling"
+        )
+    }
+
+    /// The text of [`KernelWarning::Unreadable`] for `version`.
+    pub fn write_unreadable(f: &mut core::fmt::Formatter<'_>, version: &str) -> core::fmt::Result {
+        write!(
+            f,
+            "cannot read kernel version `{version}`; Memory QoS needs 5.9 or newer"
+        )
+    }
+}
+
+impl core::fmt::Display for KernelWarning {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            KernelWarning::TooOld(version) => KernelWarning::write_too_old(f, version),
+            KernelWarning::Unreadable(version) => KernelWarning::write_unreadable(f, version),
+        }
+    }
+}
+
 /// Warnings about the node's kernel for Memory QoS: below 5.9 memory.high
 /// can livelock (KEP-2570 Alpha v1.36 prerequisite).
-pub fn kernel_warnings(node: &NodeConfig) -> Vec<String> {
+pub fn kernel_warnings(node: &NodeConfig) -> Vec<KernelWarning> {
     if !memory_qos_enforced(node) {
         return Vec::new();
     }
@@ -118,14 +157,11 @@ pub fn kernel_warnings(node: &NodeConfig) -> Vec<String> {
         return Vec::new();
     };
     match parse_kernel_version(version) {
-        Some((major, minor)) if (major, minor) < (5, 9) => vec![format!(
-            "kernel {version} is older than 5.9: workloads at memory.high may livelock (KEP-2570); \
-             use a 5.9+ kernel or set memoryThrottlingFactor: 1.0 to disable early throttling"
-        )],
+        Some((major, minor)) if (major, minor) < (5, 9) => {
+            vec![KernelWarning::TooOld(version.to_string())]
+        }
         Some(_) => Vec::new(),
-        None => vec![format!(
-            "cannot read kernel version `{version}`; Memory QoS needs 5.9 or newer"
-        )],
+        None => vec![KernelWarning::Unreadable(version.to_string())],
     }
 }
 

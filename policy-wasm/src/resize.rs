@@ -976,11 +976,56 @@ pub struct ResourcesChange {
     pub allocated: Requirements,
 }
 
+/// Where an in-place resize that is not actuated stands, as the pod's
+/// conditions say (since 1.33 the kubelet reports a resize through them:
+/// `PodResizePending` with reason `Deferred` or `Infeasible`, and
+/// `PodResizeInProgress`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResizeState {
+    /// `PodResizePending`, reason `Deferred` (`v1.PodReasonDeferred`).
+    Deferred,
+    /// `PodResizePending`, reason `Infeasible` (`v1.PodReasonInfeasible`).
+    Infeasible,
+    /// `PodResizePending` with no reason, or one the kubelet does not set
+    /// (the API server stores any condition reason a client writes).
+    Pending,
+    /// `PodResizeInProgress`.
+    InProgress,
+}
+
+impl ResizeState {
+    /// The state of a `PodResizePending` condition with `reason`.
+    fn of_pending(reason: Option<&str>) -> Self {
+        match reason {
+            Some("Deferred") => ResizeState::Deferred,
+            Some("Infeasible") => ResizeState::Infeasible,
+            _ => ResizeState::Pending,
+        }
+    }
+
+    /// How a user reads it: the `PodResizePending` reason (`Deferred`,
+    /// `Infeasible`; `Pending` without one of them), or `InProgress`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ResizeState::Deferred => "Deferred",
+            ResizeState::Infeasible => "Infeasible",
+            ResizeState::Pending => "Pending",
+            ResizeState::InProgress => "InProgress",
+        }
+    }
+}
+
+impl std::fmt::Display for ResizeState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An in-place resize that is not actuated.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PendingResize {
-    /// `Deferred` or `Infeasible` (the `PodResizePending` reason), or `InProgress`.
-    pub state: String,
+    /// What the pod's conditions say about it.
+    pub state: ResizeState,
     /// Every container (and the pod level) whose desired resources differ from the allocated ones.
     pub changes: Vec<ResourcesChange>,
 }
@@ -1003,9 +1048,9 @@ pub fn allocated(pod: &Pod) -> Option<(Pod, PendingResize)> {
             .find(|(t, status, _)| t == kind && status == "True")
     };
     let (state, pending) = match condition("PodResizePending") {
-        Some((_, _, reason)) => (reason.clone().unwrap_or_else(|| "Pending".into()), true),
+        Some((_, _, reason)) => (ResizeState::of_pending(reason.as_deref()), true),
         None => match condition("PodResizeInProgress") {
-            Some(_) => ("InProgress".to_string(), false),
+            Some(_) => (ResizeState::InProgress, false),
             None => return None,
         },
     };

@@ -400,6 +400,17 @@ mod tests {
         }
     }
 
+    /// A xorshift64 generator from `seed`: the tests' pseudo-random
+    /// sequences are fixed, so a failure replays.
+    fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+        move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        }
+    }
+
     /// The same over a long pseudo-random sequence (a fixed xorshift seed,
     /// so a failure replays): names that are prefixes of each other, the
     /// empty name and non-ASCII ones, every operation, and the whole
@@ -416,13 +427,7 @@ mod tests {
             "hugepages-2Mi",
             "é",
         ];
-        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         let mut map = ResourceMap::new();
         let mut model: BTreeMap<String, Quantity> = BTreeMap::new();
         for step in 0..5_000 {
@@ -468,20 +473,14 @@ mod tests {
     /// took the wrong side of a tie would print differently).
     #[test]
     fn merging_agrees_with_a_btree_map_fold() {
-        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         let names = ["a", "cpu", "cpus", "hugepages-2Mi", "memory", "zz"];
         let max = |mine: Quantity, theirs: Quantity| if mine >= theirs { mine } else { theirs };
         for round in 0..500 {
             let mut pick = || -> Vec<(String, Quantity)> {
                 let mut picked = Vec::new();
                 for name in names {
-                    if next() % 2 == 0 {
+                    if next().is_multiple_of(2) {
                         // "1Gi" and "1073741824" are equal with different formats.
                         let text = ["1Gi", "1073741824", "2", "500m"][(next() % 4) as usize];
                         picked.push((name.to_string(), q(text)));

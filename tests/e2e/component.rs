@@ -76,13 +76,7 @@ fn component_evaluates_a_pod_with_pod_level_limits() {
         }
     });
     let pod = podpolicy::pod_input::pod_from_json(&json).expect("pod parses");
-    let node = podpolicy::bindings::NodeSettings {
-        capacity: vec![podpolicy::bindings::ResourceQuantity {
-            name: "memory".into(),
-            quantity: "16Gi".into(),
-        }],
-        ..podpolicy::empty_node()
-    };
+    let node = node_with_16gi_memory();
     let eval = policy()
         .evaluate(&pod, &node)
         .expect("call works")
@@ -156,13 +150,7 @@ fn long_resource_lists_in_reverse_order_are_evaluated_within_the_deadline() {
         resources.requests.as_mut().expect("requests").reverse();
         resources.limits.as_mut().expect("limits").reverse();
     }
-    let node = podpolicy::bindings::NodeSettings {
-        capacity: vec![podpolicy::bindings::ResourceQuantity {
-            name: "memory".into(),
-            quantity: "16Gi".into(),
-        }],
-        ..podpolicy::empty_node()
-    };
+    let node = node_with_16gi_memory();
     let eval = policy()
         .evaluate(&pod, &node)
         .expect("answered within the deadline")
@@ -175,4 +163,16 @@ fn long_resource_lists_in_reverse_order_are_evaluated_within_the_deadline() {
     );
     assert_eq!(requests[0].name, "example.com/r00000");
     assert_eq!(requests[39_999].name, "example.com/r39999");
+}
+
+/// A node whose only capacity is 16 GiB of memory (what `oom_score_adj`
+/// needs), every other setting the kubelet's default.
+fn node_with_16gi_memory() -> podpolicy::bindings::NodeSettings {
+    podpolicy::bindings::NodeSettings {
+        capacity: vec![podpolicy::bindings::ResourceQuantity {
+            name: "memory".into(),
+            quantity: "16Gi".into(),
+        }],
+        ..podpolicy::empty_node()
+    }
 }

@@ -4,8 +4,8 @@
 
 use podpolicy::bindings::{
     CgroupFile, ErrorReason, FeatureGate, KubeletName as _, MemoryReservationPolicy, NodeCgroup,
-    NodeSettings, Pod, PodEvaluation, ResizeDecision, ResizePlan, ResizeResource, ResizeStepKind,
-    ResourceQuantity,
+    NodeSettings, Pod, PodEvaluation, ResizeDecision, ResizePlan, ResizeResource, ResizeState,
+    ResizeStepKind, ResourceQuantity,
 };
 use podpolicy::empty_node;
 use podpolicy::pod_input::pod_from_json;
@@ -334,15 +334,19 @@ fn resize_validation_paths_and_messages() {
 /// resources (test/e2e/common/node/pod_resize.go checks the cgroup values
 /// keep the old resources until the resize is actuated).
 fn deferred_pod() -> Pod {
-    pod_from_json(&json!({"metadata": {"name": "p", "namespace": "default", "uid": "u-1"},
+    pod_from_json(&deferred_pod_json()).expect("pod")
+}
+
+/// [`deferred_pod`] as JSON.
+fn deferred_pod_json() -> Value {
+    json!({"metadata": {"name": "p", "namespace": "default", "uid": "u-1"},
         "spec": {"containers": [{"name": "c1", "resources": {
             "requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}}}]},
         "status": {"qosClass": "Guaranteed",
             "conditions": [{"type": "PodResizePending", "status": "True", "reason": "Deferred"}],
             "containerStatuses": [{"name": "c1", "image": "i", "imageID": "", "ready": true, "restartCount": 0,
                 "allocatedResources": {"cpu": "1", "memory": "1Gi"},
-                "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]}}))
-    .expect("pod")
+                "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]}})
 }
 
 #[test]
@@ -362,7 +366,7 @@ fn a_deferred_resize_runs_on_the_allocated_resources() {
         Some("1073741824")
     );
     let pending = eval.pending_resize.expect("pending resize");
-    assert_eq!(pending.state, "Deferred");
+    assert_eq!(pending.state, ResizeState::Deferred);
     assert_eq!(pending.changes.len(), 1);
     assert_eq!(pending.changes[0].container.as_deref(), Some("c1"));
 
@@ -395,6 +399,59 @@ fn a_deferred_resize_runs_on_the_allocated_resources() {
         stdout.contains("allocated requests cpu=1 memory=1Gi"),
         "{stdout}"
     );
+}
+
+/// The resize state crosses as an enum: each condition the kubelet sets
+/// (`PodResizePending` with `Deferred` or `Infeasible`,
+/// `PodResizeInProgress`), and a pending condition whose reason is none of
+/// the kubelet's (the API server stores what a client writes) as `Pending`;
+/// a `False` condition is no resize. The host prints each as the policy
+/// names it.
+#[test]
+fn every_resize_condition_gives_its_state() {
+    let with = |conditions: Value| {
+        let mut pod = deferred_pod_json();
+        pod["status"]["conditions"] = conditions;
+        pod_from_json(&pod).expect("pod")
+    };
+    for (conditions, state, text) in [
+        (
+            json!([{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]),
+            ResizeState::Infeasible,
+            "Infeasible",
+        ),
+        (
+            json!([{"type": "PodResizePending", "status": "True"}]),
+            ResizeState::Pending,
+            "Pending",
+        ),
+        (
+            json!([{"type": "PodResizePending", "status": "True", "reason": "SomethingElse"}]),
+            ResizeState::Pending,
+            "Pending",
+        ),
+        (
+            json!([{"type": "PodResizeInProgress", "status": "True"}]),
+            ResizeState::InProgress,
+            "InProgress",
+        ),
+        (
+            json!([{"type": "PodResizeInProgress", "status": "True", "reason": "Error"},
+                {"type": "PodResizePending", "status": "True", "reason": "Deferred"}]),
+            ResizeState::Deferred,
+            "Deferred",
+        ),
+    ] {
+        let eval = evaluate(&with(conditions.clone()), &node());
+        let pending = eval.pending_resize.expect("a pending resize");
+        assert_eq!(pending.state, state, "{conditions}");
+        assert_eq!(pending.state.to_string(), text, "{conditions}");
+    }
+    let eval = evaluate(
+        &with(json!([{"type": "PodResizePending", "status": "False", "reason": "Deferred"}])),
+        &node(),
+    );
+    assert_eq!(eval.pending_resize, None);
 }
 
 /// kubernetes PR 139377 ("clear stale memory.high on containers when
@@ -912,16 +969,17 @@ fn an_old_contract_component_is_refused_naming_both_versions() {
 
 /// A component of a later contract in today's interface layout (or of an
 /// earlier one with versioned interfaces) is refused from its export names
-/// alone (`podpolicy:policy/node@2.0.0`, ...), naming
+/// alone (`podpolicy:policy/node@3.0.0`, ...), naming
 /// both versions; and today's component imports nothing although its types
 /// live in interfaces.
 #[test]
 fn a_later_contract_component_is_refused_from_its_export_names() {
-    // 1.1.0 and 2.0.0, later than this host; 0.9.0, the first contract of
+    // 2.1.0 and 3.0.0, later than this host; 0.9.0, the first contract of
     // versioned interfaces, whose cgroup files were name and value strings;
-    // 0.10.0, without the node-cgroups sum; and 0.11.0, the last draft
-    // before 1.0.0: each refused, naming both.
-    for other in ["1.1.0", "2.0.0", "0.9.0", "0.10.0", "0.11.0"] {
+    // 0.10.0, without the node-cgroups sum; 0.11.0, the last draft before
+    // 1.0.0; and 1.0.0, whose resize state and evaluation warnings were
+    // strings: each refused, naming both.
+    for other in ["2.1.0", "3.0.0", "0.9.0", "0.10.0", "0.11.0", "1.0.0"] {
         refused_naming_both(
             &crate::hostile_policy::later_contract_component(other),
             other,

@@ -2,7 +2,8 @@
 //! validation, container values in `evaluate`, and node-level sums.
 
 use podpolicy::bindings::{
-    FeatureGate, MemoryReservationPolicy, NodeCgroup, NodeSettings, QosClass, ResourceQuantity,
+    EvaluationWarning, FeatureGate, MemoryReservationPolicy, NodeCgroup, NodeSettings, QosClass,
+    ResourceQuantity,
 };
 use podpolicy::empty_node;
 use podpolicy::pod_input::pod_from_json;
@@ -222,10 +223,39 @@ fn old_kernels_get_a_warning() {
         .evaluate(&pod, &node)
         .expect("call")
         .expect("evaluates");
+    assert_eq!(
+        eval.warnings,
+        [EvaluationWarning::MemoryQosKernelTooOld(
+            "5.4.0-150-generic".into()
+        )]
+    );
+    // The host prints it with the policy's words.
     assert!(
-        eval.warnings.iter().any(|w| w.contains("older than 5.9")),
-        "{:?}",
-        eval.warnings
+        eval.warnings[0]
+            .to_string()
+            .starts_with("kernel 5.4.0-150-generic is older than 5.9: "),
+        "{}",
+        eval.warnings[0]
+    );
+    // The node-level answer carries the same warning.
+    let node_level = policy()
+        .node_cgroups(std::slice::from_ref(&pod), &node)
+        .expect("call")
+        .expect("node cgroups");
+    assert_eq!(node_level.warnings, eval.warnings);
+    // A version that does not read as major.minor is named, not guessed.
+    node.kernel_version = Some("linux".into());
+    let eval = policy()
+        .evaluate(&pod, &node)
+        .expect("call")
+        .expect("evaluates");
+    assert_eq!(
+        eval.warnings,
+        [EvaluationWarning::KernelVersionUnreadable("linux".into())]
+    );
+    assert_eq!(
+        eval.warnings[0].to_string(),
+        "cannot read kernel version `linux`; Memory QoS needs 5.9 or newer"
     );
     node.kernel_version = Some("6.1.0-28-amd64".into());
     let eval = policy()

@@ -62,7 +62,7 @@ impl From<PodEvaluation> for wit::PodEvaluation {
                 .into_iter()
                 .map(wit::ContainerEvaluation::from)
                 .collect(),
-            warnings: evaluation.warnings,
+            warnings: encode_warnings(evaluation.warnings),
             pending_resize: evaluation.pending_resize.map(wit::PendingResize::from),
         }
     }
@@ -278,8 +278,24 @@ pub(crate) fn encode_node_cgroups(
             .into_iter()
             .map(wit::NodeCgroupValues::from)
             .collect(),
-        warnings: crate::memory_qos::kernel_warnings(node),
+        warnings: encode_warnings(crate::memory_qos::kernel_warnings(node)),
     }
+}
+
+/// The contract's evaluation warnings for the core's kernel warnings.
+fn encode_warnings(warnings: Vec<crate::memory_qos::KernelWarning>) -> Vec<wit::EvaluationWarning> {
+    use crate::memory_qos::KernelWarning;
+    warnings
+        .into_iter()
+        .map(|warning| match warning {
+            KernelWarning::TooOld(version) => {
+                wit::EvaluationWarning::MemoryQosKernelTooOld(version)
+            }
+            KernelWarning::Unreadable(version) => {
+                wit::EvaluationWarning::KernelVersionUnreadable(version)
+            }
+        })
+        .collect()
 }
 
 /// Export `resize-plan`.

@@ -10,7 +10,7 @@ use crate::model::{
     ResourceMap, Status, truncate,
 };
 use crate::quantity::Quantity;
-use crate::resize::PendingResize;
+use crate::resize::{PendingResize, ResizeState};
 use crate::warnings::{PodWarning, WrittenList, WrittenPod, WrittenResources};
 use crate::wit::{self, ErrorReason, FieldError};
 
@@ -373,7 +373,12 @@ pub fn encode_requirements(requirements: Requirements) -> wit::ResourceRequireme
 impl From<PendingResize> for wit::PendingResize {
     fn from(pending: PendingResize) -> Self {
         wit::PendingResize {
-            state: pending.state,
+            state: match pending.state {
+                ResizeState::Deferred => wit::ResizeState::Deferred,
+                ResizeState::Infeasible => wit::ResizeState::Infeasible,
+                ResizeState::Pending => wit::ResizeState::Pending,
+                ResizeState::InProgress => wit::ResizeState::InProgress,
+            },
             changes: pending
                 .changes
                 .into_iter()
