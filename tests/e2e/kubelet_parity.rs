@@ -414,19 +414,22 @@ fn every_resize_condition_gives_its_state() {
         pod["status"]["conditions"] = conditions;
         pod_from_json(&pod).expect("pod")
     };
+    let pending = |reason: Option<&str>| {
+        let mut condition = json!({"type": "PodResizePending", "status": "True"});
+        if let Some(reason) = reason {
+            condition["reason"] = json!(reason);
+        }
+        json!([condition])
+    };
     for (conditions, state, text) in [
         (
-            json!([{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]),
+            pending(Some("Infeasible")),
             ResizeState::Infeasible,
             "Infeasible",
         ),
+        (pending(None), ResizeState::Pending, "Pending"),
         (
-            json!([{"type": "PodResizePending", "status": "True"}]),
-            ResizeState::Pending,
-            "Pending",
-        ),
-        (
-            json!([{"type": "PodResizePending", "status": "True", "reason": "SomethingElse"}]),
+            pending(Some("SomethingElse")),
             ResizeState::Pending,
             "Pending",
         ),

@@ -213,56 +213,56 @@ fn evaluate_writes_container_memory_min_and_high() {
     assert_eq!(pod_min.as_deref(), Some("104857600"));
 }
 
+/// Memory QoS on a kernel older than 5.9, or on one whose version does not
+/// read, is a typed warning with the version it is about, in the pod's
+/// evaluation and in the node-level answer alike; the host prints it with
+/// the policy's words.
 #[test]
 fn old_kernels_get_a_warning() {
     let pod =
         pod_from_json(&serde_json::json!({"spec": {"containers": [{"name": "c"}]}})).expect("pod");
-    let mut node = memory_qos_node(MemoryReservationPolicy::HardReservation, 0.9, 4096);
-    node.kernel_version = Some("5.4.0-150-generic".into());
-    let eval = policy()
-        .evaluate(&pod, &node)
-        .expect("call")
-        .expect("evaluates");
+    let warnings_on = |kernel: &str| {
+        let mut node = memory_qos_node(MemoryReservationPolicy::HardReservation, 0.9, 4096);
+        node.kernel_version = Some(kernel.into());
+        let eval = policy()
+            .evaluate(&pod, &node)
+            .expect("call")
+            .expect("evaluates");
+        let node_level = policy()
+            .node_cgroups(std::slice::from_ref(&pod), &node)
+            .expect("call")
+            .expect("node cgroups");
+        assert_eq!(node_level.warnings, eval.warnings, "kernel {kernel}");
+        eval.warnings
+    };
+
+    let warnings = warnings_on("5.4.0-150-generic");
     assert_eq!(
-        eval.warnings,
+        warnings,
         [EvaluationWarning::MemoryQosKernelTooOld(
             "5.4.0-150-generic".into()
         )]
     );
-    // The host prints it with the policy's words.
     assert!(
-        eval.warnings[0]
+        warnings[0]
             .to_string()
             .starts_with("kernel 5.4.0-150-generic is older than 5.9: "),
         "{}",
-        eval.warnings[0]
+        warnings[0]
     );
-    // The node-level answer carries the same warning.
-    let node_level = policy()
-        .node_cgroups(std::slice::from_ref(&pod), &node)
-        .expect("call")
-        .expect("node cgroups");
-    assert_eq!(node_level.warnings, eval.warnings);
+
     // A version that does not read as major.minor is named, not guessed.
-    node.kernel_version = Some("linux".into());
-    let eval = policy()
-        .evaluate(&pod, &node)
-        .expect("call")
-        .expect("evaluates");
+    let warnings = warnings_on("linux");
     assert_eq!(
-        eval.warnings,
+        warnings,
         [EvaluationWarning::KernelVersionUnreadable("linux".into())]
     );
     assert_eq!(
-        eval.warnings[0].to_string(),
+        warnings[0].to_string(),
         "cannot read kernel version `linux`; Memory QoS needs 5.9 or newer"
     );
-    node.kernel_version = Some("6.1.0-28-amd64".into());
-    let eval = policy()
-        .evaluate(&pod, &node)
-        .expect("call")
-        .expect("evaluates");
-    assert!(eval.warnings.is_empty(), "{:?}", eval.warnings);
+
+    assert_eq!(warnings_on("6.1.0-28-amd64"), []);
 }
 
 /// 30 pods of mixed QoS: node-level values equal sums computed here.
