@@ -126,6 +126,7 @@ record!(PodSpec {
     priority_class_name,
     os_name,
     restart_policy,
+    node_name,
 });
 record!(Pod {
     name,

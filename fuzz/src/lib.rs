@@ -344,6 +344,7 @@ fn empty_pod() -> host::Pod {
             priority_class_name: None,
             os_name: None,
             restart_policy: None,
+            node_name: None,
         },
         status: host::PodStatus {
             qos_class: None,
@@ -405,6 +406,9 @@ fn pod<S: Stream>(s: &mut S, v: &mut host::Pod) -> Result<()> {
     })?;
     opt(s, &mut spec.restart_policy, String::new, |s, c| {
         choice(s, c, RESTART_POLICIES)
+    })?;
+    opt(s, &mut spec.node_name, String::new, |s, c| {
+        choice(s, c, &["node-1", "other-node", ""])
     })?;
 
     let status = &mut v.status;

@@ -451,8 +451,20 @@ pub fn local_node(proc_root: &Path, cgroup_root: &Path) -> Result<wit::NodeSetti
     } else {
         "v1"
     };
+    // The kubelet's node name when no `--hostname-override` is given: the
+    // host name, lower-cased (`nodeutil.GetHostname`). A bound pod's
+    // `spec.nodeName` is compared with it.
+    let name = read_regular_file_to_string(
+        &proc_root.join("sys/kernel/hostname"),
+        MAX_PROC_FILE_BYTES,
+        "host name",
+    )
+    .ok()
+    .map(|h| h.trim().to_lowercase())
+    .filter(|h| !h.is_empty())
+    .unwrap_or_else(|| "localhost".into());
     let file = NodeFile {
-        name: "localhost".into(),
+        name,
         capacity: BTreeMap::from([
             ("cpu".to_string(), QuantityText::Text(cpus.to_string())),
             (

@@ -1073,6 +1073,7 @@ pub fn pod_to_wit(pod: &core::Pod) -> wit::Pod {
             priority_class_name: spec.priority_class_name.clone(),
             os_name: spec.os.as_ref().map(|os| os.name.clone()),
             restart_policy: spec.restart_policy.clone(),
+            node_name: spec.node_name.clone(),
         },
         status: wit::PodStatus {
             qos_class: st.qos_class.clone(),

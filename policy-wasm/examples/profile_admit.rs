@@ -217,6 +217,7 @@ fn main() {
             priority_class_name: None,
             os_name: None,
             restart_policy: None,
+            node_name: None,
         },
         status: guest::PodStatus::default(),
     };

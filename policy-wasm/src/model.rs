@@ -216,6 +216,9 @@ pub struct Pod {
     pub os_name: Option<String>,
     /// `spec.restartPolicy`.
     pub restart_policy: Option<String>,
+    /// `spec.nodeName`: the node the pod is bound to; `None` or empty =
+    /// not bound.
+    pub node_name: Option<String>,
     /// `status`.
     pub status: Status,
 }

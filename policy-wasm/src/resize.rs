@@ -519,7 +519,13 @@ fn exclusive_cpus(pod: &Pod, c: &Container, gates: &FeatureGates) -> bool {
 /// allocatable amount of a resource (node settings without a capacity, as
 /// the webhook judges resizes without the pod's node) is not checked for
 /// it; a real node always reports cpu and memory.
+///
+/// The plugin judges only a pod bound to a node (`spec.nodeName`), against
+/// that node's allocatable ([`judged_on`]).
 fn exceeds_node_allocatable(desired: &Pod, node: &NodeConfig) -> Option<FieldError> {
+    if !judged_on(desired, node) {
+        return None;
+    }
     let requests = resources::pod_requests(desired, &resources::Options::default(), &node.gates);
     let mut over = Vec::new();
     for resource in RESIZABLE {
@@ -546,6 +552,20 @@ fn exceeds_node_allocatable(desired: &Pod, node: &NodeConfig) -> Option<FieldErr
             ),
         )
     })
+}
+
+/// Whether `PodResizeValidator` judges a resize of `pod` against `node`.
+/// Upstream skips a pod not yet bound (`spec.nodeName` empty) and judges a
+/// bound one against the node it names. Node settings that name another
+/// node are not that node's: their allocatable says nothing about it (the
+/// API server's own plugin still judges it there). Settings that name no
+/// node stand for the pod's own, as a caller that gives a pod and a node
+/// without names means.
+fn judged_on(pod: &Pod, node: &NodeConfig) -> bool {
+    match pod.node_name.as_deref() {
+        None | Some("") => false,
+        Some(bound_to) => node.name.is_empty() || node.name == bound_to,
+    }
 }
 
 /// The fit check (`canResizePod`, then the admission handlers): Infeasible

@@ -15,7 +15,7 @@ fn policy_info_prints_versions() {
     let (code, stdout, stderr) = podpolicy(&["policy", "info"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(
-        stdout.contains("WIT package         podpolicy:policy@2.0.0"),
+        stdout.contains("WIT package         podpolicy:policy@3.0.0"),
         "{stdout}"
     );
     assert!(stdout.contains("Kubernetes version  1.36"), "{stdout}");

@@ -61,7 +61,7 @@ fn version_names_binary_policy_and_wit() {
         "{text}"
     );
     assert!(
-        text.contains("WIT package         podpolicy:policy@2.0.0\n"),
+        text.contains("WIT package         podpolicy:policy@3.0.0\n"),
         "{text}"
     );
     assert!(text.contains("(embedded)"), "{text}");
@@ -71,5 +71,5 @@ fn version_names_binary_policy_and_wit() {
     assert_eq!(v["kind"], "Version");
     assert_eq!(v["policy"], "embedded");
     assert_eq!(v["policyDigest"], format!("sha256:{digest}"));
-    assert_eq!(v["hostWitPackage"], "podpolicy:policy@2.0.0");
+    assert_eq!(v["hostWitPackage"], "podpolicy:policy@3.0.0");
 }

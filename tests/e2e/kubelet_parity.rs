@@ -972,17 +972,20 @@ fn an_old_contract_component_is_refused_naming_both_versions() {
 
 /// A component of a later contract in today's interface layout (or of an
 /// earlier one with versioned interfaces) is refused from its export names
-/// alone (`podpolicy:policy/node@3.0.0`, ...), naming
+/// alone (`podpolicy:policy/node@4.0.0`, ...), naming
 /// both versions; and today's component imports nothing although its types
 /// live in interfaces.
 #[test]
 fn a_later_contract_component_is_refused_from_its_export_names() {
-    // 2.1.0 and 3.0.0, later than this host; 0.9.0, the first contract of
+    // 3.1.0 and 4.0.0, later than this host; 0.9.0, the first contract of
     // versioned interfaces, whose cgroup files were name and value strings;
     // 0.10.0, without the node-cgroups sum; 0.11.0, the last draft before
-    // 1.0.0; and 1.0.0, whose resize state and evaluation warnings were
-    // strings: each refused, naming both.
-    for other in ["2.1.0", "3.0.0", "0.9.0", "0.10.0", "0.11.0", "1.0.0"] {
+    // 1.0.0; 1.0.0, whose resize state and evaluation warnings were
+    // strings; and 2.0.0, whose pod had no `spec.nodeName`: each refused,
+    // naming both.
+    for other in [
+        "3.1.0", "4.0.0", "0.9.0", "0.10.0", "0.11.0", "1.0.0", "2.0.0",
+    ] {
         refused_naming_both(
             &crate::hostile_policy::later_contract_component(other),
             other,

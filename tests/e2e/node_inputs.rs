@@ -302,6 +302,26 @@ fn this_machine_takes_the_kubelet_configuration_too() {
     );
 }
 
+/// This machine's node is named as the kubelet names it without
+/// `--hostname-override`: the host name, lower-cased (`spec.nodeName` of
+/// the pods bound to it); "localhost" when the host name cannot be read.
+#[test]
+fn this_machine_is_named_after_its_host_name() {
+    let dir = temp_dir("host-name");
+    let proc = dir.join("proc");
+    std::fs::create_dir_all(proc.join("sys/kernel")).expect("mkdir");
+    std::fs::copy(proc_root().join("meminfo"), proc.join("meminfo")).expect("meminfo");
+    let name = || {
+        read_node_inputs(None, None, &proc, &proc)
+            .expect("this machine")
+            .settings
+            .name
+    };
+    assert_eq!(name(), "localhost", "no host name to read");
+    std::fs::write(proc.join("sys/kernel/hostname"), "Worker-7.Example\n").expect("write");
+    assert_eq!(name(), "worker-7.example");
+}
+
 #[test]
 fn a_custom_node_file_takes_the_kubelet_configuration_only_without_its_own_section() {
     let dir = temp_dir("custom-and-kubelet");

@@ -797,3 +797,54 @@ fn resize_cli_reports_rejections() {
     assert_eq!(code, 1, "{stdout}");
     assert!(stdout.contains("decision  Deferred"), "{stdout}");
 }
+
+/// plugin/pkg/admission/podresize: `PodResizeValidator` judges a resize only
+/// of a pod bound to a node, against that node's allocatable. The plan
+/// reports its refusal for a pod bound to the node the settings name (or to
+/// any node, when the settings name none), and never for a pod that is not
+/// bound or is bound to another node; the kubelet's own decision on these
+/// settings (Infeasible) is the same in every case.
+#[test]
+fn the_api_refusal_is_for_a_pod_bound_to_this_node() {
+    let bound = |node_name: Option<&str>, cpu: &str| {
+        let mut spec = json!({"containers": [container("c1", (cpu, cpu), ("1Gi", "1Gi"))]});
+        if let Some(name) = node_name {
+            spec["nodeName"] = json!(name);
+        }
+        pod_from_json(&json!({"metadata": {"name": "p", "uid": "u1"}, "spec": spec})).expect("pod")
+    };
+    let named = |name: &str| NodeSettings {
+        name: name.into(),
+        ..node()
+    };
+    for (node_name, settings, refused) in [
+        (Some("node-a"), named("node-a"), true),
+        (Some("node-a"), named(""), true),
+        (Some("node-b"), named("node-a"), false),
+        (None, named("node-a"), false),
+        (Some(""), named(""), false),
+    ] {
+        let case = format!("pod on {node_name:?}, settings of {:?}", settings.name);
+        let got = plan(&bound(node_name, "2"), &bound(node_name, "32"), &settings);
+        assert_eq!(got.decision, ResizeDecision::Infeasible, "{case}");
+        assert_eq!(
+            got.message, "Node didn't have enough capacity: cpu, requested: 32000, capacity: 16000",
+            "{case}"
+        );
+        if refused {
+            assert_eq!(got.errors.len(), 1, "{case}: {:?}", got.errors);
+            assert_eq!(got.errors[0].reason, ErrorReason::Forbidden, "{case}");
+            assert_eq!(
+                got.errors[0].message,
+                "node didn't have enough allocatable resources: cpu, requested: 32000, allocatable: 16000",
+                "{case}"
+            );
+        } else {
+            assert!(got.errors.is_empty(), "{case}: {:?}", got.errors);
+        }
+        // Within the allocatable, no refusal anywhere.
+        let got = plan(&bound(node_name, "2"), &bound(node_name, "4"), &settings);
+        assert_eq!(got.decision, ResizeDecision::Accepted, "{case}");
+        assert!(got.errors.is_empty(), "{case}");
+    }
+}

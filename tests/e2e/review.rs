@@ -88,7 +88,7 @@ fn a_resource_only_update_runs_the_resize_rules() {
 /// Above the node's allocatable the kubelet would say Infeasible, but the API
 /// server's `PodResizeValidator` admission plugin refuses the resize first:
 /// 403 Forbidden, as `admission.NewForbidden` answers. Within it, the same
-/// node allows the resize.
+/// node allows the resize; so does it a pod bound elsewhere or not bound.
 #[test]
 fn a_resize_above_the_node_allocatable_is_forbidden() {
     let on_small_node = |file: &str| {
@@ -111,6 +111,26 @@ fn a_resize_above_the_node_allocatable_is_forbidden() {
     let (code, v, stderr) = on_small_node("fixtures/reviews/resize-update.yaml");
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(v["validate"]["outcome"], "allowed");
+
+    // The plugin judges a bound pod against its own node: the same resize of
+    // a pod bound to another node, or not bound yet, is not judged against
+    // old-node's allocatable (the API server judges it on the pod's node).
+    let fixture = std::fs::read_to_string(
+        crate::util::workspace().join("fixtures/reviews/resize-beyond-node.yaml"),
+    )
+    .unwrap();
+    assert_eq!(fixture.matches("nodeName: old-node").count(), 2);
+    for (case, bound) in [("elsewhere", "nodeName: node-b"), ("unbound", "")] {
+        let path = std::env::temp_dir().join(format!(
+            "podpolicy-resize-{case}-{}.yaml",
+            std::process::id()
+        ));
+        std::fs::write(&path, fixture.replace("nodeName: old-node", bound)).unwrap();
+        let (code, v, stderr) = on_small_node(path.to_str().unwrap());
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(code, 0, "{case}: {stderr}");
+        assert_eq!(v["validate"]["outcome"], "allowed", "{case}: {v}");
+    }
 }
 
 #[test]

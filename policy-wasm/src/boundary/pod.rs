@@ -87,6 +87,7 @@ pub fn decode_pod(pod: &wit::Pod) -> Result<Pod, Vec<FieldError>> {
         priority_class_name: spec.priority_class_name.clone(),
         os_name: spec.os_name.clone(),
         restart_policy: spec.restart_policy.clone(),
+        node_name: spec.node_name.clone(),
         status,
     })
 }
@@ -456,6 +457,7 @@ pub(crate) fn bare_pod(name: &str, containers: Vec<wit::Container>) -> wit::Pod 
             priority_class_name: None,
             os_name: None,
             restart_policy: None,
+            node_name: None,
         },
         status: wit::PodStatus::default(),
     }
