@@ -1,9 +1,10 @@
 //! API-server validation of a pod's identity and shape that the node relies
 //! on: `metadata.name` is an RFC 1123 subdomain (upstream `ValidatePodName`,
 //! `NameIsDNSSubdomain`), `metadata.namespace` an RFC 1123 label
-//! (`ValidateNamespaceName`), and `spec.containers` is not empty
-//! (`validateContainers`). Names become cgroup and checkpoint keys on the
-//! node, so a name such as `web/evil` must never reach them.
+//! (`ValidateNamespaceName`), `spec.nodeName`, when set, an RFC 1123
+//! subdomain (`ValidatePodSpec`'s `ValidateNodeName`), and `spec.containers`
+//! is not empty (`validateContainers`). Names become cgroup and checkpoint
+//! keys on the node, so a name such as `web/evil` must never reach them.
 //!
 //! An empty name or namespace is not reported here: hosts give pods read
 //! from files the namespace `default`, and admission reviews may carry
@@ -61,15 +62,24 @@ fn dns1123_subdomain(field: &str, value: &str, errors: &mut Vec<FieldError>) {
     }
 }
 
-/// The pod's name, namespace and number of (regular) containers, as the
-/// API server checks them on create.
-pub fn validate_object_meta(name: &str, namespace: &str, containers: usize) -> Vec<FieldError> {
+/// The pod's name, namespace, node and number of (regular) containers, as
+/// the API server checks them on create.
+pub fn validate_object_meta(
+    name: &str,
+    namespace: &str,
+    node_name: Option<&str>,
+    containers: usize,
+) -> Vec<FieldError> {
     let mut errors = Vec::new();
     if !name.is_empty() {
         dns1123_subdomain("metadata.name", name, &mut errors);
     }
     if !namespace.is_empty() {
         dns1123_label("metadata.namespace", namespace, &mut errors);
+    }
+    // `if len(spec.NodeName) > 0`: an empty node name is an unbound pod.
+    if let Some(node_name) = node_name.filter(|n| !n.is_empty()) {
+        dns1123_subdomain("spec.nodeName", node_name, &mut errors);
     }
     if containers == 0 {
         errors.push(FieldError::new(
@@ -85,6 +95,33 @@ pub fn validate_object_meta(name: &str, namespace: &str, containers: usize) -> V
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bound_pod_names_its_node_as_an_rfc_1123_subdomain() {
+        let check = |node: Option<&str>| validate_object_meta("web", "default", node, 1);
+        for good in [
+            None,
+            Some(""),
+            Some("node-1"),
+            Some("ip-10-0-0-1.ec2.internal"),
+        ] {
+            assert!(check(good).is_empty(), "{good:?}: {:?}", check(good));
+        }
+        for bad in [
+            "Node-1",
+            "node_1",
+            "node/1",
+            "-node",
+            &"n".repeat(254) as &str,
+        ] {
+            let errors = check(Some(bad));
+            assert!(!errors.is_empty(), "{bad}");
+            assert!(
+                errors.iter().all(|e| e.field == "spec.nodeName"),
+                "{errors:?}"
+            );
+        }
+    }
 
     #[test]
     fn names_as_the_api_server_checks_them() {

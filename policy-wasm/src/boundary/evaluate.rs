@@ -117,6 +117,7 @@ fn object_meta_errors(input: &wit::Pod) -> Vec<crate::field_error::FieldError> {
     crate::object_meta::validate_object_meta(
         &input.name,
         &input.namespace,
+        input.spec.node_name.as_deref(),
         input.spec.containers.len(),
     )
 }
