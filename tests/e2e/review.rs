@@ -120,14 +120,11 @@ fn a_resize_above_the_node_allocatable_is_forbidden() {
     )
     .unwrap();
     assert_eq!(fixture.matches("nodeName: old-node").count(), 2);
+    let dir = crate::util::temp_dir("resize-bound-elsewhere");
     for (case, bound) in [("elsewhere", "nodeName: node-b"), ("unbound", "")] {
-        let path = std::env::temp_dir().join(format!(
-            "podpolicy-resize-{case}-{}.yaml",
-            std::process::id()
-        ));
+        let path = dir.join(format!("{case}.yaml"));
         std::fs::write(&path, fixture.replace("nodeName: old-node", bound)).unwrap();
         let (code, v, stderr) = on_small_node(path.to_str().unwrap());
-        let _ = std::fs::remove_file(&path);
         assert_eq!(code, 0, "{case}: {stderr}");
         assert_eq!(v["validate"]["outcome"], "allowed", "{case}: {v}");
     }
