@@ -23,12 +23,22 @@
 //!
 //! Locking also clears what a killed writer leaves behind: temporary files
 //! (`.<name>.tmp.<pid>`) of any process, since none can be writing now.
+//!
+//! A commit is durable once its intent record is. A writer that must
+//! answer before the files are replaced (the NRI plugin, whose runtime
+//! waits for the answer) uses [`StateDir::commit_recorded`]: it writes the
+//! record and leaves the files to [`StateDir::finish_recorded`], which the
+//! plugin calls once the answer is sent. Crash safety does not change: the
+//! record is what the next lock replays. The files lag the record only
+//! within the holder's own process. Another process reads through the
+//! lock or through [`read_file`], and both see the record.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -54,6 +64,10 @@ struct Intent {
 #[derive(Debug)]
 pub struct StateDir {
     dir: PathBuf,
+    /// A commit whose intent record is durable and whose files are not
+    /// replaced yet ([`StateDir::commit_recorded`]). Every other commit
+    /// finishes it first.
+    recorded: Mutex<Option<Intent>>,
     /// Holds the `flock` until dropped.
     _lock: File,
 }
@@ -109,6 +123,7 @@ impl StateDir {
             .with_context(|| format!("writing {}", path.display()))?;
         let state = StateDir {
             dir: dir.to_path_buf(),
+            recorded: Mutex::new(None),
             _lock: file,
         };
         state.recover()?;
@@ -148,30 +163,77 @@ impl StateDir {
 
     /// Replace `files` (name, content) as one step (see the module docs).
     pub fn commit(&self, files: &[(&str, Vec<u8>)]) -> Result<()> {
-        let mut intent = Intent {
-            files: BTreeMap::new(),
-        };
-        for (name, bytes) in files {
-            if name.contains('/') || name.starts_with('.') || name.is_empty() {
-                bail!("internal: state file name `{name}`");
-            }
-            let text = String::from_utf8(bytes.clone())
-                .map_err(|_| anyhow!("internal: state file {name} is not UTF-8"))?;
-            intent.files.insert((*name).to_string(), text);
-        }
+        let intent = intent_of(files)?;
+        self.finish_recorded()?;
         // One file is replaced atomically by its own rename: no intent
         // record is needed (the NRI plugin without static managers commits
         // only its record, once per event: this halves its fsyncs).
-        if let [(name, text)] = intent.files.iter().collect::<Vec<_>>()[..] {
-            write_atomically(&self.dir.join(name), text.as_bytes())?;
+        if let Some(name) = single_file(&intent) {
+            write_atomically(&self.dir.join(name), intent.files[name].as_bytes())?;
             crash_point(&format!("commit: {name} replaced"));
             crash_point("commit: done");
             return Ok(());
         }
-        let record = serde_json::to_vec(&intent)?;
+        self.record(&intent)?;
+        self.finish(&intent)
+    }
+
+    /// As [`StateDir::commit`], but return once the commit is durable as
+    /// its intent record: replacing the files is left to
+    /// [`StateDir::finish_recorded`] (or to the next commit, or to the next
+    /// lock's replay after a crash). The caller may answer as soon as this
+    /// returns. A commit recorded before and not finished yet is merged
+    /// into this one's record, so one record always holds all of it.
+    pub fn commit_recorded(&self, files: &[(&str, Vec<u8>)]) -> Result<()> {
+        let new = intent_of(files)?;
+        let mut recorded = self.recorded.lock().unwrap_or_else(|e| e.into_inner());
+        let intent = match recorded.take() {
+            Some(mut pending) => {
+                pending.files.extend(new.files);
+                pending
+            }
+            None => new,
+        };
+        if let Some(name) = single_file(&intent) {
+            // Nothing pending and one file: its own rename is the step.
+            write_atomically(&self.dir.join(name), intent.files[name].as_bytes())?;
+            crash_point(&format!("commit: {name} replaced"));
+            crash_point("commit: done");
+            return Ok(());
+        }
+        if let Err(e) = self.record(&intent) {
+            // The record on disk is the pending one or this one: keep this
+            // one, which holds both, so that the next finish or commit
+            // writes every file the caller's state now has (the caller
+            // treats the failure as "commit everything again").
+            *recorded = Some(intent);
+            return Err(e);
+        }
+        *recorded = Some(intent);
+        Ok(())
+    }
+
+    /// Replace the files of the commit [`StateDir::commit_recorded`] left
+    /// (nothing when none is pending). On an error the commit stays
+    /// pending: its record is on disk, and the next commit or lock tries
+    /// again.
+    pub fn finish_recorded(&self) -> Result<()> {
+        let mut recorded = self.recorded.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(intent) = recorded.take()
+            && let Err(e) = self.finish(&intent)
+        {
+            *recorded = Some(intent);
+            return Err(e.context("replacing the files of a recorded commit"));
+        }
+        Ok(())
+    }
+
+    /// Write `intent` as the durable record of a commit.
+    fn record(&self, intent: &Intent) -> Result<()> {
+        let record = serde_json::to_vec(intent)?;
         write_atomically(&self.dir.join(INTENT_FILE), &record)?;
         crash_point("commit: intent recorded");
-        self.finish(&intent)
+        Ok(())
     }
 
     fn finish(&self, intent: &Intent) -> Result<()> {
@@ -191,6 +253,30 @@ impl StateDir {
         sync_dir(&self.dir)?;
         crash_point("commit: done");
         Ok(())
+    }
+}
+
+/// The intent record of `files`, their names checked.
+fn intent_of(files: &[(&str, Vec<u8>)]) -> Result<Intent> {
+    let mut intent = Intent {
+        files: BTreeMap::new(),
+    };
+    for (name, bytes) in files {
+        if name.contains('/') || name.starts_with('.') || name.is_empty() {
+            bail!("internal: state file name `{name}`");
+        }
+        let text = String::from_utf8(bytes.clone())
+            .map_err(|_| anyhow!("internal: state file {name} is not UTF-8"))?;
+        intent.files.insert((*name).to_string(), text);
+    }
+    Ok(intent)
+}
+
+/// The one file of `intent`, when it has exactly one.
+fn single_file(intent: &Intent) -> Option<&str> {
+    match intent.files.keys().collect::<Vec<_>>()[..] {
+        [name] => Some(name.as_str()),
+        _ => None,
     }
 }
 
@@ -453,6 +539,108 @@ mod tests {
                 .filter(|n| n != LOCK_FILE && n != "a" && n != "b")
                 .collect();
             assert!(leftovers.is_empty(), "{point}: {leftovers:?}");
+        }
+    }
+
+    #[test]
+    fn a_recorded_commit_is_durable_before_its_files_are_replaced() {
+        let files = |a: &str, b: &str, c: Option<&str>| {
+            let mut f = vec![("a", a.as_bytes().to_vec()), ("b", b.as_bytes().to_vec())];
+            if let Some(c) = c {
+                f.push(("c", c.as_bytes().to_vec()));
+            }
+            f
+        };
+        let on_disk = |dir: &Path, name: &str| std::fs::read_to_string(dir.join(name)).ok();
+        let read = |dir: &Path, name| {
+            read_file(dir, name)
+                .unwrap()
+                .map(|b| String::from_utf8(b).unwrap())
+        };
+
+        // Recorded: the files are the old ones, the record holds the new
+        // ones, a reader sees the new state; finishing replaces the files.
+        let dir = temp("recorded");
+        let state = StateDir::lock(&dir, Duration::ZERO).unwrap();
+        state.commit(&files("1", "1", None)).unwrap();
+        state.commit_recorded(&files("2", "2", None)).unwrap();
+        assert_eq!(on_disk(&dir, "a").as_deref(), Some("1"));
+        assert!(dir.join(INTENT_FILE).exists(), "the record is the commit");
+        assert_eq!(read(&dir, "a").as_deref(), Some("2"));
+        state.finish_recorded().unwrap();
+        assert_eq!(on_disk(&dir, "a").as_deref(), Some("2"));
+        assert_eq!(on_disk(&dir, "b").as_deref(), Some("2"));
+        assert!(!dir.join(INTENT_FILE).exists());
+        state
+            .finish_recorded()
+            .expect("nothing pending: nothing to do");
+
+        // Two recorded commits in a row: the second record holds both, and
+        // a holder that stops before finishing leaves it to the next lock.
+        state.commit_recorded(&files("3", "3", Some("3"))).unwrap();
+        state.commit_recorded(&[("a", b"4".to_vec())]).unwrap();
+        drop(state);
+        assert_eq!(on_disk(&dir, "c"), None, "not replaced yet");
+        let state = StateDir::lock(&dir, Duration::ZERO).unwrap();
+        let now: Vec<_> = ["a", "b", "c"].map(|n| on_disk(&dir, n)).into();
+        assert_eq!(
+            now,
+            [Some("4"), Some("3"), Some("3")].map(|v| v.map(String::from))
+        );
+        assert!(!dir.join(INTENT_FILE).exists());
+
+        // A plain commit finishes a recorded one first; so does a one-file
+        // commit, which alone needs no record.
+        state.commit_recorded(&files("5", "5", None)).unwrap();
+        state.commit(&[("c", b"5".to_vec())]).unwrap();
+        let now: Vec<_> = ["a", "b", "c"].map(|n| on_disk(&dir, n)).into();
+        assert_eq!(
+            now,
+            [Some("5"), Some("5"), Some("5")].map(|v| v.map(String::from))
+        );
+        assert!(!dir.join(INTENT_FILE).exists());
+
+        // One file and nothing pending: the file is replaced at once.
+        state.commit_recorded(&[("b", b"6".to_vec())]).unwrap();
+        assert_eq!(on_disk(&dir, "b").as_deref(), Some("6"));
+        assert!(!dir.join(INTENT_FILE).exists());
+    }
+
+    #[test]
+    fn a_recorded_commit_interrupted_at_any_point_is_all_or_nothing() {
+        let files =
+            |a: &str, b: &str| vec![("a", a.as_bytes().to_vec()), ("b", b.as_bytes().to_vec())];
+        let dir = temp("recorded-points");
+        let state = StateDir::lock(&dir, Duration::ZERO).unwrap();
+        trace_crash_points();
+        state.commit_recorded(&files("1", "1")).unwrap();
+        state.finish_recorded().unwrap();
+        let points = traced_crash_points();
+        assert!(points.len() >= 6, "{points:?}");
+        drop(state);
+        for point in points {
+            let dir = temp("recorded-crash");
+            let state = StateDir::lock(&dir, Duration::ZERO).unwrap();
+            state.commit(&files("old", "old")).unwrap();
+            arm_crash_point(Some(&point));
+            let crashed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                state.commit_recorded(&files("new", "new"))?;
+                // Recorded: the commit stands from here on, whatever
+                // happens to the finish.
+                std::fs::write(dir.join("answered"), "")?;
+                state.finish_recorded()
+            }));
+            arm_crash_point(None);
+            assert!(crashed.is_err(), "{point}: did not crash");
+            drop(state);
+            let answered = dir.join("answered").exists();
+            let _state = StateDir::lock(&dir, Duration::ZERO).unwrap();
+            let on_disk = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+            assert_eq!(on_disk("a"), on_disk("b"), "{point}");
+            if answered {
+                assert_eq!(on_disk("a"), "new", "{point}: an answered commit was lost");
+            }
+            assert!(!dir.join(INTENT_FILE).exists(), "{point}");
         }
     }
 }

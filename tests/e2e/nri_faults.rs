@@ -163,16 +163,28 @@ fn prefix(engine: &mut Engine, w: [&Workload; 3]) {
 
 /// The events under test: `c` (4 CPUs) is created, `b`'s container stops
 /// and is removed, then its pod; `a`'s pod goes without a StopContainer.
-fn events(engine: &mut Engine, c: &Workload, b: &Workload, a: &Workload) {
+/// With `recorded`, the engine answers on the commit's durable record and
+/// finishes it after every answer, as `podpolicy nri` does.
+fn events(engine: &mut Engine, c: &Workload, b: &Workload, a: &Workload, recorded: bool) {
+    let finish = |engine: &mut Engine| {
+        if recorded {
+            engine.finish_recorded().unwrap();
+        }
+    };
     engine.create_container(&c.sandbox, &c.container).unwrap();
+    finish(engine);
     engine
         .release_container(&b.sandbox, &b.container, false)
         .unwrap();
+    finish(engine);
     engine
         .release_container(&b.sandbox, &b.container, true)
         .unwrap();
+    finish(engine);
     engine.remove_pod_sandbox(&b.sandbox).unwrap();
+    finish(engine);
     engine.remove_pod_sandbox(&a.sandbox).unwrap();
+    finish(engine);
 }
 
 /// After a restart and the runtime's Synchronize of `live`: exactly the
@@ -239,17 +251,32 @@ fn assert_recovered(d: &Dirs, live: &[&Workload], context: &str) {
 
 #[test]
 fn nri_a_crash_at_every_step_boundary_then_synchronize_leaks_nothing() {
+    crash_at_every_step_boundary(false);
+}
+
+/// The same with the answers given on the commit's durable intent record
+/// and its files replaced after the answer (`podpolicy nri`'s mode): a
+/// crash between the two is replayed by the restart.
+#[test]
+fn nri_answering_on_the_durable_record_a_crash_at_every_step_boundary_leaks_nothing() {
+    crash_at_every_step_boundary(true);
+}
+
+fn crash_at_every_step_boundary(recorded: bool) {
+    let mode = if recorded { "recorded" } else { "inline" };
     let [a, b, s, c] = ["a", "b", "s", "c"].map(|n| match n {
         "s" => workload(n, None),
         "c" => workload(n, Some(4)),
         _ => workload(n, Some(2)),
     });
     // The step boundaries the events pass.
-    let d = dirs("nri-crash-trace");
+    let d = dirs(&format!("nri-crash-trace-{mode}"));
     let mut engine = start(&d);
+    engine.answer_on_durable_record(recorded);
     prefix(&mut engine, [&a, &b, &s]);
+    engine.finish_recorded().unwrap();
     state_dir::trace_crash_points();
-    events(&mut engine, &c, &b, &a);
+    events(&mut engine, &c, &b, &a, recorded);
     let points = state_dir::traced_crash_points();
     drop(engine);
     let distinct: BTreeSet<&String> = points.iter().collect();
@@ -268,12 +295,14 @@ fn nri_a_crash_at_every_step_boundary_then_synchronize_leaks_nothing() {
             let outcomes: &[bool] = if nth == 1 { &[true, false] } else { &[true] };
             for &c_runs in outcomes {
                 let context = format!("{point} (pass {nth}, c runs: {c_runs})");
-                let d = dirs("nri-crash");
+                let d = dirs(&format!("nri-crash-{mode}"));
                 let mut engine = start(&d);
+                engine.answer_on_durable_record(recorded);
                 prefix(&mut engine, [&a, &b, &s]);
+                engine.finish_recorded().unwrap();
                 state_dir::arm_crash_point_nth(Some(point), nth);
                 let crashed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    events(&mut engine, &c, &b, &a);
+                    events(&mut engine, &c, &b, &a, recorded);
                 }));
                 state_dir::arm_crash_point(None);
                 assert!(crashed.is_err(), "{context}: the events did not reach it");

@@ -1,7 +1,9 @@
 //! The plugin's synchronous core: every event's answer from the serving
 //! policy, the resource managers' state and the plugin's own record, all
 //! committed crash-safely in the state directory (locked for the plugin's
-//! life) before the runtime hears the answer.
+//! life) before the runtime hears the answer: in `podpolicy nri`, durable
+//! as the commit's intent record, the files replaced after the answer
+//! ([`Engine::answer_on_durable_record`]).
 //!
 //! The host decides nothing here: the values come from the component
 //! (`validate-pod`, `default-pod`, `evaluate`, `admit`, `release`); this
@@ -135,6 +137,10 @@ pub struct Engine {
     committed: Option<Vec<(&'static str, Vec<u8>)>>,
     /// An admission changed the managers' state since the last commit.
     checkpoints_changed: bool,
+    /// Answers wait only for the commit's intent record; the files are
+    /// replaced by [`Engine::finish_recorded`] after the answer (see
+    /// [`Engine::answer_on_durable_record`]).
+    answer_on_record: bool,
 }
 
 fn qos_name(qos: QosClass) -> &'static str {
@@ -308,6 +314,7 @@ impl Engine {
             seq: 0,
             committed: None,
             checkpoints_changed: false,
+            answer_on_record: false,
         })
     }
 
@@ -484,12 +491,40 @@ impl Engine {
         updates
     }
 
+    /// Let an answer that commits wait only until its commit is durable as
+    /// the state directory's intent record ([`StateDir::commit_recorded`]),
+    /// and replace the files in [`Engine::finish_recorded`], which the
+    /// plugin calls once the answer is on its way. Crash safety is the same
+    /// (the record is what a restart replays); the answer waits for two
+    /// fsyncs instead of seven. Off by default: a caller that never
+    /// finishes would leave the files behind their record until its next
+    /// commit.
+    pub fn answer_on_durable_record(&mut self, on: bool) {
+        self.answer_on_record = on;
+    }
+
+    /// Replace the files of a commit an answer left recorded (nothing when
+    /// none is pending; see [`Engine::answer_on_durable_record`]).
+    pub fn finish_recorded(&mut self) -> Result<()> {
+        self.state_dir.finish_recorded()
+    }
+
     /// Commit the record and the checkpoints as one step: only the files
     /// that changed since the last commit (a file left out already holds
     /// its new content), nothing when none did. A shared-pool container on
     /// a node with the static managers changes only the record: one
     /// atomic rename, not a three-file commit with its intent record.
     fn commit(&mut self) -> Result<()> {
+        self.commit_with(false)
+    }
+
+    /// [`Engine::commit`] before an answer: only as far as the intent
+    /// record when [`Engine::answer_on_durable_record`] is on.
+    fn commit_before_answer(&mut self) -> Result<()> {
+        self.commit_with(self.answer_on_record)
+    }
+
+    fn commit_with(&mut self, recorded: bool) -> Result<()> {
         let mut files = vec![(STATE_FILE, serde_json::to_vec_pretty(&self.state)?)];
         if let Some(managers) = &self.managers {
             files.extend(checkpoint::files(&managers.state)?);
@@ -505,7 +540,12 @@ impl Engine {
         if changed.is_empty() {
             return Ok(());
         }
-        if let Err(e) = self.state_dir.commit(&changed) {
+        let committed = if recorded {
+            self.state_dir.commit_recorded(&changed)
+        } else {
+            self.state_dir.commit(&changed)
+        };
+        if let Err(e) = committed {
             // What the failed commit left on disk is not known (it may be
             // an intent record the next lock would replay): the next
             // answer commits, and writes every file again.
@@ -636,7 +676,7 @@ impl Engine {
         // disk, and the next commit (a removal, a placement, Synchronize)
         // writes the record.
         if std::mem::take(&mut self.checkpoints_changed) {
-            self.commit()?;
+            self.commit_before_answer()?;
             crash_point("nri: state committed, not answered");
         }
         Ok((resources, oom, eval, rebuilt))
@@ -654,7 +694,7 @@ impl Engine {
         let (resources, oom, eval, rebuilt) = self.container_values(sandbox, container, None)?;
         let updates = self.pool_updates(&container.id);
         if !updates.is_empty() {
-            self.commit()?;
+            self.commit_before_answer()?;
         }
         let written = match self.write_pod_cgroup(sandbox, &eval) {
             Ok(n) => n,

@@ -256,9 +256,13 @@ pub async fn run_until(
     metrics.set_policy(&policy.info().policy_version, policy.digest());
     let engine = {
         let (engine_options, slot) = (options.engine.clone(), slot.clone());
-        tokio::task::spawn_blocking(move || Engine::start(engine_options, slot))
+        let mut engine = tokio::task::spawn_blocking(move || Engine::start(engine_options, slot))
             .await
-            .context("starting the NRI engine")??
+            .context("starting the NRI engine")??;
+        // Every answer below is followed by `Engine::finish_recorded`
+        // (`PluginService::answer`).
+        engine.answer_on_durable_record(true);
+        engine
     };
     let engine = Arc::new(Mutex::new(engine));
     let _watcher = match &options.policy_dir {

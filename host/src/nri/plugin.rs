@@ -122,13 +122,28 @@ impl PluginService {
     ) -> Option<T> {
         let began = Instant::now();
         let engine = self.engine.clone();
-        let task = tokio::task::spawn_blocking(move || {
-            let mut engine = engine.lock().map_err(|_| {
-                anyhow::anyhow!("the engine's lock is poisoned (an earlier answer panicked)")
-            })?;
-            work(&mut engine)
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        // The blocking task hands the answer over as soon as it has it, then
+        // (still holding the engine, so the next event finds it done)
+        // replaces the files of a commit that was made durable as its
+        // intent record only (`Engine::answer_on_durable_record`). A panic
+        // drops `answer` unsent.
+        tokio::task::spawn_blocking(move || {
+            let mut engine = match engine.lock() {
+                Ok(engine) => engine,
+                Err(_) => {
+                    let _ = answer.send(Err(anyhow::anyhow!(
+                        "the engine's lock is poisoned (an earlier answer panicked)"
+                    )));
+                    return;
+                }
+            };
+            let _ = answer.send(work(&mut engine));
+            if let Err(e) = engine.finish_recorded() {
+                tracing::warn!(event, error = %format!("{e:#}"), "the state files lag their durable commit record; the next commit or a restart replaces them");
+            }
         });
-        let (value, outcome) = match tokio::time::timeout(self.deadline, task).await {
+        let (value, outcome) = match tokio::time::timeout(self.deadline, answered).await {
             Ok(Ok(Ok((value, outcome, detail)))) => {
                 let label = match outcome {
                     Outcome::Answered => "answered",
@@ -141,8 +156,8 @@ impl PluginService {
                 tracing::warn!(event, %subject, error = %format!("{e:#}"), "NRI event: no change (policy or input error; the runtime's values stand)");
                 (None, "error")
             }
-            Ok(Err(e)) => {
-                tracing::warn!(event, %subject, error = %e, "NRI event: no change (the answer panicked)");
+            Ok(Err(_)) => {
+                tracing::warn!(event, %subject, "NRI event: no change (the answer panicked)");
                 (None, "error")
             }
             Err(_) => {
