@@ -497,29 +497,49 @@ mod tests {
         StateDir::lock(&dir, Duration::ZERO).expect("free again");
     }
 
-    #[test]
-    fn a_commit_interrupted_at_any_point_is_all_or_nothing() {
-        let files =
-            |a: &str, b: &str| vec![("a", a.as_bytes().to_vec()), ("b", b.as_bytes().to_vec())];
-        // Every step boundary of a commit.
-        let dir = temp("points");
-        let state = StateDir::lock(&dir, Duration::ZERO).unwrap();
+    /// `a` and `b` as one commit holds them.
+    fn two_files(a: &str, b: &str) -> Vec<(&'static str, Vec<u8>)> {
+        vec![("a", a.as_bytes().to_vec()), ("b", b.as_bytes().to_vec())]
+    }
+
+    /// The step boundaries `commit` passes on a new directory.
+    fn crash_points_of(name: &str, commit: impl FnOnce(&StateDir)) -> Vec<String> {
+        let state = StateDir::lock(&temp(name), Duration::ZERO).unwrap();
         trace_crash_points();
-        state.commit(&files("1", "1")).unwrap();
+        commit(&state);
         let points = traced_crash_points();
         assert!(points.len() >= 6, "{points:?}");
-        drop(state);
+        points
+    }
+
+    /// A new directory whose `a` and `b` hold "old", and `commit` run on it
+    /// until it crashes at `point`; the holder is gone (as after a crash),
+    /// nobody has locked the directory since.
+    fn crashed_at(
+        name: &str,
+        point: &str,
+        commit: impl FnOnce(&StateDir, &Path) -> Result<()>,
+    ) -> PathBuf {
+        let dir = temp(name);
+        let state = StateDir::lock(&dir, Duration::ZERO).unwrap();
+        state.commit(&two_files("old", "old")).unwrap();
+        arm_crash_point(Some(point));
+        let crashed =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| commit(&state, &dir)));
+        arm_crash_point(None);
+        assert!(crashed.is_err(), "{point}: did not crash");
+        dir
+    }
+
+    #[test]
+    fn a_commit_interrupted_at_any_point_is_all_or_nothing() {
+        let points = crash_points_of("points", |state| {
+            state.commit(&two_files("1", "1")).unwrap();
+        });
         for point in points {
-            let dir = temp("crash");
-            let state = StateDir::lock(&dir, Duration::ZERO).unwrap();
-            state.commit(&files("old", "old")).unwrap();
-            arm_crash_point(Some(&point));
-            let crashed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                state.commit(&files("new", "new"))
-            }));
-            arm_crash_point(None);
-            assert!(crashed.is_err(), "{point}: did not crash");
-            drop(state);
+            let dir = crashed_at("crash", &point, |state, _| {
+                state.commit(&two_files("new", "new"))
+            });
             // A reader before recovery sees one whole state.
             let read = |name| String::from_utf8(read_file(&dir, name).unwrap().unwrap()).unwrap();
             let (a, b) = (read("a"), read("b"));
@@ -608,31 +628,18 @@ mod tests {
 
     #[test]
     fn a_recorded_commit_interrupted_at_any_point_is_all_or_nothing() {
-        let files =
-            |a: &str, b: &str| vec![("a", a.as_bytes().to_vec()), ("b", b.as_bytes().to_vec())];
-        let dir = temp("recorded-points");
-        let state = StateDir::lock(&dir, Duration::ZERO).unwrap();
-        trace_crash_points();
-        state.commit_recorded(&files("1", "1")).unwrap();
-        state.finish_recorded().unwrap();
-        let points = traced_crash_points();
-        assert!(points.len() >= 6, "{points:?}");
-        drop(state);
+        let points = crash_points_of("recorded-points", |state| {
+            state.commit_recorded(&two_files("1", "1")).unwrap();
+            state.finish_recorded().unwrap();
+        });
         for point in points {
-            let dir = temp("recorded-crash");
-            let state = StateDir::lock(&dir, Duration::ZERO).unwrap();
-            state.commit(&files("old", "old")).unwrap();
-            arm_crash_point(Some(&point));
-            let crashed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                state.commit_recorded(&files("new", "new"))?;
+            let dir = crashed_at("recorded-crash", &point, |state, dir| {
+                state.commit_recorded(&two_files("new", "new"))?;
                 // Recorded: the commit stands from here on, whatever
                 // happens to the finish.
                 std::fs::write(dir.join("answered"), "")?;
                 state.finish_recorded()
-            }));
-            arm_crash_point(None);
-            assert!(crashed.is_err(), "{point}: did not crash");
-            drop(state);
+            });
             let answered = dir.join("answered").exists();
             let _state = StateDir::lock(&dir, Duration::ZERO).unwrap();
             let on_disk = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
