@@ -168,11 +168,8 @@ impl StateDir {
         // One file is replaced atomically by its own rename: no intent
         // record is needed (the NRI plugin without static managers commits
         // only its record, once per event: this halves its fsyncs).
-        if let Some(name) = single_file(&intent) {
-            write_atomically(&self.dir.join(name), intent.files[name].as_bytes())?;
-            crash_point(&format!("commit: {name} replaced"));
-            crash_point("commit: done");
-            return Ok(());
+        if let Some((name, text)) = single_file(&intent) {
+            return self.replace_one(name, text);
         }
         self.record(&intent)?;
         self.finish(&intent)
@@ -194,22 +191,24 @@ impl StateDir {
             }
             None => new,
         };
-        if let Some(name) = single_file(&intent) {
+        if let Some((name, text)) = single_file(&intent) {
             // Nothing pending and one file: its own rename is the step.
-            write_atomically(&self.dir.join(name), intent.files[name].as_bytes())?;
-            crash_point(&format!("commit: {name} replaced"));
-            crash_point("commit: done");
-            return Ok(());
+            return self.replace_one(name, text);
         }
-        if let Err(e) = self.record(&intent) {
-            // The record on disk is the pending one or this one: keep this
-            // one, which holds both, so that the next finish or commit
-            // writes every file the caller's state now has (the caller
-            // treats the failure as "commit everything again").
-            *recorded = Some(intent);
-            return Err(e);
-        }
+        let written = self.record(&intent);
+        // Kept even when the record failed: the record on disk is then the
+        // pending one or this one, and this one holds both, so the next
+        // finish or commit writes every file the caller's state now has
+        // (the caller treats the failure as "commit everything again").
         *recorded = Some(intent);
+        written
+    }
+
+    /// A commit of one file: its own atomic rename, no record.
+    fn replace_one(&self, name: &str, text: &str) -> Result<()> {
+        write_atomically(&self.dir.join(name), text.as_bytes())?;
+        crash_point(&format!("commit: {name} replaced"));
+        crash_point("commit: done");
         Ok(())
     }
 
@@ -272,10 +271,14 @@ fn intent_of(files: &[(&str, Vec<u8>)]) -> Result<Intent> {
     Ok(intent)
 }
 
-/// The one file of `intent`, when it has exactly one.
-fn single_file(intent: &Intent) -> Option<&str> {
-    match intent.files.keys().collect::<Vec<_>>()[..] {
-        [name] => Some(name.as_str()),
+/// The one file of `intent` (name, content), when it has exactly one.
+fn single_file(intent: &Intent) -> Option<(&str, &str)> {
+    match intent.files.len() {
+        1 => intent
+            .files
+            .iter()
+            .next()
+            .map(|(name, text)| (name.as_str(), text.as_str())),
         _ => None,
     }
 }
