@@ -977,7 +977,11 @@ fn spellings_parse_to_the_same_value() {
 // ---------------------------------------------------------------------------
 
 fn node_file(text: &str) -> NodeSettings {
-    let dir = crate::util::temp_dir("properties-node");
+    // A directory per call: the tests run in parallel, and `temp_dir`
+    // empties the directory it is given.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = crate::util::temp_dir(&format!("properties-node-{n}"));
     let path = dir.join("node.yaml");
     std::fs::write(&path, text).expect("writing the node file");
     podpolicy::node_input::read_node(&path).expect("a valid node file")
